@@ -1,0 +1,359 @@
+// Package cucx is ucxnet's cgo binding to UCP, the protocol layer of UCX.
+//
+// It is deliberately thin and knows nothing of conns or streams: it opens a
+// UCP context and one worker (thread mode SERIALIZED, features AM and
+// WAKEUP), creates and closes endpoints, sends eager active-message frames
+// and drains what UCX reports. Every callback UCX makes lands in C
+// (glue.c), which records it in a C-owned event array; Go reads that array
+// once per progress batch, so there is no C→Go callback per frame.
+//
+// Memory rules: a send copies header and payload into a C-owned buffer that
+// the operation owns until UCX completes it, so UCX never holds a pointer
+// into Go memory. Received data stays in UCX descriptors (or C heap copies)
+// that are valid until the next Progress or Arm call.
+//
+// A Worker is not safe for concurrent use: the caller (package progress)
+// serializes every method except Signal and EventFD.
+package cucx
+
+/*
+#cgo pkg-config: ucx
+#include <stdlib.h>
+#include "glue.h"
+
+static ucs_status_t cucx_signal(cucx_worker_t *w) { return ucp_worker_signal(w->worker); }
+static cucx_event_t *cucx_event(cucx_worker_t *w, size_t i) { return &w->ev[i]; }
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"syscall"
+	"unsafe"
+)
+
+// Status is a UCX status code (ucs_status_t).
+type Status int
+
+// Status codes that callers test for.
+const (
+	StatusOK          Status = C.UCS_OK
+	StatusInProgress  Status = C.UCS_INPROGRESS
+	StatusBusy        Status = C.UCS_ERR_BUSY
+	StatusUnreachable Status = C.UCS_ERR_UNREACHABLE
+	StatusConnReset   Status = C.UCS_ERR_CONNECTION_RESET
+	StatusCanceled    Status = C.UCS_ERR_CANCELED
+	StatusTimedOut    Status = C.UCS_ERR_ENDPOINT_TIMEOUT
+	StatusNoMemory    Status = C.UCS_ERR_NO_MEMORY
+)
+
+// Error reports a UCX failure: the operation and UCX's status.
+type Error struct {
+	Op     string
+	Status Status
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("ucx: %s: %s", e.Op, C.GoString(C.ucs_status_string(C.ucs_status_t(e.Status))))
+}
+
+// Unwrap maps UCX's peer failures onto errno values, so that callers can
+// test them with errors.Is.
+func (e *Error) Unwrap() error {
+	switch e.Status {
+	case StatusUnreachable:
+		return syscall.ECONNREFUSED
+	case StatusConnReset, StatusTimedOut, C.UCS_ERR_IO_ERROR:
+		return syscall.ECONNRESET
+	case StatusNoMemory:
+		return syscall.ENOMEM
+	case StatusCanceled:
+		return syscall.ECANCELED
+	}
+	return nil
+}
+
+func statusErr(op string, st C.ucs_status_t) error {
+	if st == C.UCS_OK || st == C.UCS_INPROGRESS {
+		return nil
+	}
+	return &Error{Op: op, Status: Status(st)}
+}
+
+// StatusString returns UCX's text for a status code.
+func StatusString(s Status) string {
+	return C.GoString(C.ucs_status_string(C.ucs_status_t(s)))
+}
+
+// Version returns the version of the UCX library in use, e.g. "1.13.1".
+func Version() string {
+	return C.GoString(C.ucp_get_version_string())
+}
+
+// Event kinds reported by Progress.
+const (
+	EventFrame   = C.CUCX_EV_FRAME    // an active message arrived
+	EventEPError = C.CUCX_EV_EP_ERROR // an endpoint failed
+	EventBad     = C.CUCX_EV_BAD      // an active message ucxnet cannot take (dropped)
+)
+
+// Event is one thing UCX reported during Progress. Header and Data point
+// into C memory that stays valid until the next Progress, Arm or Close.
+type Event struct {
+	Kind    int
+	Hdr     [HeaderMax]byte // the AM user header, copied (its first HeaderMax bytes)
+	HdrLen  int             // the header length the sender used
+	Data    []byte          // the AM payload (EventFrame)
+	DataLen int             // the payload length the sender used
+	EP      EP              // the endpoint that failed (EventEPError)
+	Status  Status          // why it failed (EventEPError)
+}
+
+// HeaderMax is how many bytes of a received AM header an Event keeps.
+const HeaderMax = C.CUCX_HDR_MAX
+
+// Header returns the received header (nil if the sender's header was longer
+// than HeaderMax).
+func (e *Event) Header() []byte {
+	if e.HdrLen > HeaderMax {
+		return nil
+	}
+	return e.Hdr[:e.HdrLen]
+}
+
+// EP is a UCP endpoint handle. The zero EP is no endpoint.
+type EP struct{ p C.ucp_ep_h }
+
+// Valid reports whether e refers to an endpoint.
+func (e EP) Valid() bool { return e.p != nil }
+
+// Worker is one UCP context with one worker.
+type Worker struct {
+	w *C.cucx_worker_t
+}
+
+// Setting is one UCX configuration variable, named without the UCX_ prefix.
+type Setting struct{ Name, Value string }
+
+// Open creates a UCP context and worker with the given configuration
+// overrides (applied on top of the UCX_* environment).
+func Open(settings []Setting) (*Worker, error) {
+	names := make([]*C.char, len(settings)+1)
+	values := make([]*C.char, len(settings)+1)
+	for i, s := range settings {
+		names[i] = C.CString(s.Name)
+		values[i] = C.CString(s.Value)
+	}
+	defer func() {
+		for i := range settings {
+			C.free(unsafe.Pointer(names[i]))
+			C.free(unsafe.Pointer(values[i]))
+		}
+	}()
+	var w *C.cucx_worker_t
+	st := C.cucx_open(&w, &names[0], &values[0], C.int(len(settings)))
+	if err := statusErr("open worker", st); err != nil {
+		return nil, err
+	}
+	if w.max_am_header < 32 {
+		C.cucx_close(w)
+		return nil, errors.New("ucx: worker's max AM header is smaller than 32 bytes")
+	}
+	return &Worker{w: w}, nil
+}
+
+// Close destroys the worker and its context. Endpoints must be closed first.
+func (w *Worker) Close() {
+	if w.w != nil {
+		C.cucx_close(w.w)
+		w.w = nil
+	}
+}
+
+// EventFD returns the worker's event file descriptor for wake-up (poll for
+// readability after a successful Arm).
+func (w *Worker) EventFD() int { return int(w.w.efd) }
+
+// MaxAMHeader returns the largest AM user header the worker can send.
+func (w *Worker) MaxAMHeader() int { return int(w.w.max_am_header) }
+
+// Address returns a copy of the worker's packed address.
+func (w *Worker) Address() ([]byte, error) {
+	var p unsafe.Pointer
+	var n C.size_t
+	if err := statusErr("get worker address", C.cucx_address(w.w, &p, &n)); err != nil {
+		return nil, err
+	}
+	defer C.cucx_release_address(w.w, p)
+	return C.GoBytes(p, C.int(n)), nil
+}
+
+// Connect creates an endpoint to the worker whose packed address is addr,
+// with peer error handling: its failure is reported as an EventEPError.
+func (w *Worker) Connect(addr []byte) (EP, error) {
+	if len(addr) == 0 {
+		return EP{}, errors.New("ucx: empty worker address")
+	}
+	ca := C.CBytes(addr)
+	defer C.free(ca)
+	var ep C.ucp_ep_h
+	if err := statusErr("create endpoint", C.cucx_ep_create(w.w, ca, &ep)); err != nil {
+		return EP{}, err
+	}
+	return EP{ep}, nil
+}
+
+func (e EP) h() C.ucp_ep_h { return e.p }
+
+// CloseEP starts closing ep: force cancels queued sends, otherwise they are
+// flushed first. The endpoint handle must not be used afterwards.
+func (w *Worker) CloseEP(ep EP, force bool) error {
+	f := C.int(0)
+	if force {
+		f = 1
+	}
+	return statusErr("close endpoint", C.cucx_ep_close(w.w, ep.h(), f))
+}
+
+// EPInfo returns UCX's description of the endpoint's configuration
+// (ucp_ep_print_info): its lanes, transports and devices.
+func (w *Worker) EPInfo(ep EP) string {
+	p := C.cucx_ep_info(ep.h())
+	if p == nil {
+		return ""
+	}
+	defer C.free(unsafe.Pointer(p))
+	return C.GoString(p)
+}
+
+// Send sends one frame: header as the AM user header and data as the
+// payload. Both are copied before Send returns. pending reports that UCX
+// still owns the copy and needs progress to finish it.
+func (w *Worker) Send(ep EP, header, data []byte) (pending bool, err error) {
+	var dp unsafe.Pointer
+	if len(data) > 0 {
+		dp = unsafe.Pointer(&data[0])
+	}
+	st := C.cucx_send(w.w, ep.h(), unsafe.Pointer(&header[0]), C.size_t(len(header)), dp, C.size_t(len(data)))
+	runtime.KeepAlive(header)
+	runtime.KeepAlive(data)
+	return st == C.UCS_INPROGRESS, statusErr("send", st)
+}
+
+// SendFrames sends data as consecutive frames of at most frame bytes, in one
+// call. header is a template: frame i gets sequence number seq+i written at
+// seqOff (8 bytes, little endian) and its length at lenOff (4 bytes, little
+// endian). It returns how many data bytes were handed to UCX.
+func (w *Worker) SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending bool, err error) {
+	if len(data) == 0 {
+		return 0, false, nil
+	}
+	var n C.size_t
+	st := C.cucx_send_frames(w.w, ep.h(), (*C.uint8_t)(unsafe.Pointer(&header[0])), C.size_t(len(header)),
+		C.size_t(seqOff), C.size_t(lenOff), C.uint64_t(seq),
+		(*C.uint8_t)(unsafe.Pointer(&data[0])), C.size_t(len(data)), C.size_t(frame), &n)
+	runtime.KeepAlive(header)
+	runtime.KeepAlive(data)
+	return int(n), st == C.UCS_INPROGRESS, statusErr("send", st)
+}
+
+// Progress releases the previous batch of events, progresses the worker
+// until it is idle or maxEvents events wait, and appends those events to
+// evs. It returns the extended slice and UCX's progress count.
+func (w *Worker) Progress(evs []Event, maxEvents int) ([]Event, int) {
+	n := int(C.cucx_progress(w.w, C.size_t(maxEvents)))
+	return w.events(evs), n
+}
+
+func (w *Worker) events(evs []Event) []Event {
+	nev := int(w.w.nev)
+	for i := 0; i < nev; i++ {
+		e := C.cucx_event(w.w, C.size_t(i))
+		ev := Event{Kind: int(e.kind), HdrLen: int(e.hdr_len), DataLen: int(e.len)}
+		switch ev.Kind {
+		case EventEPError:
+			ev.EP = EP{e.ep}
+			ev.Status = Status(e.status)
+		default:
+			copy(ev.Hdr[:], unsafe.Slice((*byte)(unsafe.Pointer(&e.hdr[0])), HeaderMax))
+			if e.data != nil {
+				ev.Data = unsafe.Slice((*byte)(e.data), int(e.len))
+			}
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// Arm releases the previous batch of events and arms the event fd. It
+// returns StatusBusy (as a nil error with busy=true) when work is pending.
+func (w *Worker) Arm() (busy bool, err error) {
+	st := C.cucx_arm(w.w)
+	if st == C.UCS_ERR_BUSY {
+		return true, nil
+	}
+	return false, statusErr("arm worker", st)
+}
+
+// ReleaseEvents releases the data of the last batch of events.
+func (w *Worker) ReleaseEvents() { C.cucx_release_events(w.w) }
+
+// Signal wakes a thread sleeping on the event fd. It is safe to call from
+// any goroutine, concurrently with the other methods.
+func (w *Worker) Signal() error {
+	return statusErr("signal worker", C.cucx_signal(w.w))
+}
+
+// Stats are the binding's counters.
+type Stats struct {
+	Inflight   uint64 // sends and endpoint closes UCX has not completed
+	SendErrors uint64 // sends completed with an error
+	BufAllocs  uint64 // send buffers allocated (pool misses)
+}
+
+// Stats returns the binding's counters.
+func (w *Worker) Stats() Stats {
+	return Stats{
+		Inflight:   uint64(w.w.inflight),
+		SendErrors: uint64(w.w.send_errors),
+		BufAllocs:  uint64(w.w.bufs_alloc),
+	}
+}
+
+// Transports extracts the transport/device names (e.g. "tcp/lo",
+// "posix/memory") from an EPInfo text.
+func Transports(info string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, line := range strings.Split(info, "\n") {
+		// lines look like "#                 lane[0]:  2:posix/memory.0 md1 ..."
+		i := strings.Index(line, "lane[")
+		if i < 0 {
+			continue
+		}
+		rest := line[i:]
+		j := strings.Index(rest, ":")
+		if j < 0 {
+			continue
+		}
+		f := strings.Fields(rest[j+1:])
+		if len(f) == 0 {
+			continue
+		}
+		tl := f[0]
+		if k := strings.Index(tl, ":"); k >= 0 {
+			tl = tl[k+1:]
+		}
+		if k := strings.LastIndex(tl, "."); k > strings.Index(tl, "/") && k >= 0 {
+			tl = tl[:k]
+		}
+		if !seen[tl] {
+			seen[tl] = true
+			out = append(out, tl)
+		}
+	}
+	return out
+}

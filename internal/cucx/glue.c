@@ -1,0 +1,398 @@
+#include "glue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- C-owned send buffers ----------------------------------------------
+ * A send copies header and payload into one buffer that the operation owns
+ * until UCX completes it (UCX 1.13 has no COPY_HEADER flag: the header
+ * pointer is kept). Buffers are recycled through per-size-class free lists
+ * so that large frames do not pay mmap/munmap on every send. All pool
+ * functions run with the worker lock held (Go side), so they need no lock. */
+struct cucx_buf {
+    cucx_worker_t *w;
+    cucx_buf_t    *next;
+    uint32_t       cls;
+    uint32_t       pad;
+    uint64_t       pad2[5]; /* keep data 64-byte aligned */
+    uint8_t        data[];
+};
+
+#define CUCX_MIN_CLASS 7 /* 128 B */
+#define CUCX_MAX_CLASS 31
+
+static uint32_t size_class(size_t n)
+{
+    uint32_t c = CUCX_MIN_CLASS;
+    while (((size_t)1 << c) < n && c < CUCX_MAX_CLASS) {
+        c++;
+    }
+    return c;
+}
+
+static uint32_t pool_cap(uint32_t cls)
+{
+    if (cls <= 16) return 256; /* up to 64 KiB */
+    if (cls <= 20) return 32;  /* up to 1 MiB */
+    return 4;
+}
+
+static cucx_buf_t *buf_get(cucx_worker_t *w, size_t n)
+{
+    uint32_t cls = size_class(n);
+    cucx_buf_t *b = w->pool[cls];
+    if (b != NULL) {
+        w->pool[cls] = b->next;
+        w->pooled[cls]--;
+        return b;
+    }
+    b = malloc(sizeof(*b) + ((size_t)1 << cls));
+    if (b == NULL) return NULL;
+    b->w = w;
+    b->cls = cls;
+    w->bufs_alloc++;
+    return b;
+}
+
+static void buf_put(cucx_buf_t *b)
+{
+    cucx_worker_t *w = b->w;
+    if (w->pooled[b->cls] >= pool_cap(b->cls)) {
+        free(b);
+        return;
+    }
+    b->next = w->pool[b->cls];
+    w->pool[b->cls] = b;
+    w->pooled[b->cls]++;
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+static cucx_event_t *ev_push(cucx_worker_t *w)
+{
+    if (w->nev == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        cucx_event_t *ev = realloc(w->ev, cap * sizeof(*ev));
+        if (ev == NULL) return NULL;
+        w->ev = ev;
+        w->cap = cap;
+    }
+    cucx_event_t *e = &w->ev[w->nev++];
+    memset(e, 0, offsetof(cucx_event_t, hdr));
+    e->data = NULL;
+    e->len = 0;
+    e->ep = NULL;
+    return e;
+}
+
+void cucx_release_events(cucx_worker_t *w)
+{
+    for (size_t i = 0; i < w->nev; i++) {
+        cucx_event_t *e = &w->ev[i];
+        if (e->data_kind == CUCX_DATA_DESC) {
+            ucp_am_data_release(w->worker, e->data);
+        } else if (e->data_kind == CUCX_DATA_HEAP) {
+            free(e->data);
+        }
+    }
+    w->nev = 0;
+}
+
+static ucs_status_t am_cb(void *arg, const void *header, size_t header_length,
+                          void *data, size_t length, const ucp_am_recv_param_t *param)
+{
+    cucx_worker_t *w = arg;
+    cucx_event_t *e = ev_push(w);
+    if (e == NULL) {
+        return UCS_OK; /* out of memory: the frame is lost; sequence numbers tell the conn */
+    }
+    e->hdr_len = (uint32_t)header_length;
+    memcpy(e->hdr, header, header_length < CUCX_HDR_MAX ? header_length : CUCX_HDR_MAX);
+    e->len = length;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || header_length > CUCX_HDR_MAX) {
+        /* ucxnet sends eager only; a rendezvous offer or an oversized header
+         * comes from a peer that does not speak our protocol. Returning
+         * UCS_OK drops it. */
+        e->kind = CUCX_EV_BAD;
+        return UCS_OK;
+    }
+    e->kind = CUCX_EV_FRAME;
+    if (length == 0) {
+        return UCS_OK;
+    }
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+        e->data = data;
+        e->data_kind = CUCX_DATA_DESC;
+        return UCS_INPROGRESS;
+    }
+    e->data = malloc(length);
+    if (e->data == NULL) {
+        e->kind = CUCX_EV_BAD;
+        return UCS_OK;
+    }
+    memcpy(e->data, data, length);
+    e->data_kind = CUCX_DATA_HEAP;
+    return UCS_OK;
+}
+
+static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    cucx_worker_t *w = arg;
+    cucx_event_t *e = ev_push(w);
+    if (e == NULL) return;
+    e->kind = CUCX_EV_EP_ERROR;
+    e->ep = ep;
+    e->status = status;
+}
+
+/* ---- context and worker ------------------------------------------------ */
+
+ucs_status_t cucx_open(cucx_worker_t **out, const char **names, const char **values, int n)
+{
+    ucs_status_t st;
+    ucp_config_t *config;
+    cucx_worker_t *w = calloc(1, sizeof(*w));
+    if (w == NULL) return UCS_ERR_NO_MEMORY;
+    w->efd = -1;
+
+    st = ucp_config_read(NULL, NULL, &config);
+    if (st != UCS_OK) goto err;
+    for (int i = 0; i < n; i++) {
+        st = ucp_config_modify(config, names[i], values[i]);
+        if (st != UCS_OK) {
+            ucp_config_release(config);
+            goto err;
+        }
+    }
+
+    ucp_params_t params = {0};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                        UCP_PARAM_FIELD_NAME;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 0;
+    params.name = "ucxnet";
+    st = ucp_init(&params, config, &w->ctx);
+    ucp_config_release(config);
+    if (st != UCS_OK) goto err;
+
+    ucp_worker_params_t wp = {0};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    st = ucp_worker_create(w->ctx, &wp, &w->worker);
+    if (st != UCS_OK) goto err;
+
+    ucp_worker_attr_t attr = {0};
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    st = ucp_worker_query(w->worker, &attr);
+    if (st != UCS_OK) goto err;
+    w->max_am_header = attr.max_am_header;
+
+    st = ucp_worker_get_efd(w->worker, &w->efd);
+    if (st != UCS_OK) goto err;
+
+    ucp_am_handler_param_t hp = {0};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    hp.id = CUCX_AM_ID;
+    hp.cb = am_cb;
+    hp.arg = w;
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+    st = ucp_worker_set_am_recv_handler(w->worker, &hp);
+    if (st != UCS_OK) goto err;
+
+    *out = w;
+    return UCS_OK;
+err:
+    cucx_close(w);
+    return st;
+}
+
+void cucx_close(cucx_worker_t *w)
+{
+    if (w == NULL) return;
+    if (w->worker != NULL) {
+        cucx_release_events(w);
+        ucp_worker_destroy(w->worker);
+    }
+    if (w->ctx != NULL) ucp_cleanup(w->ctx);
+    for (int c = 0; c < 32; c++) {
+        while (w->pool[c] != NULL) {
+            cucx_buf_t *b = w->pool[c];
+            w->pool[c] = b->next;
+            free(b);
+        }
+    }
+    free(w->ev);
+    free(w);
+}
+
+ucs_status_t cucx_address(cucx_worker_t *w, void **addr, size_t *len)
+{
+    ucp_address_t *a;
+    ucs_status_t st = ucp_worker_get_address(w->worker, &a, len);
+    *addr = a;
+    return st;
+}
+
+void cucx_release_address(cucx_worker_t *w, void *addr)
+{
+    ucp_worker_release_address(w->worker, addr);
+}
+
+/* ---- endpoints ------------------------------------------------------------ */
+
+ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, ucp_ep_h *ep)
+{
+    ucp_ep_params_t p = {0};
+    p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                   UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    p.address = addr;
+    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p.err_handler.cb = ep_err_cb;
+    p.err_handler.arg = w;
+    return ucp_ep_create(w->worker, &p, ep);
+}
+
+static void close_cb(void *request, ucs_status_t status, void *user_data)
+{
+    cucx_worker_t *w = user_data;
+    (void)status;
+    w->inflight--;
+    ucp_request_free(request);
+}
+
+/* Starts closing ep. A flush close lets queued sends finish; force cancels
+ * them. The close completes during later progress. */
+ucs_status_t cucx_ep_close(cucx_worker_t *w, ucp_ep_h ep, int force)
+{
+    ucp_request_param_t p = {0};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS |
+                     UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = close_cb;
+    p.user_data = w;
+    p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+    if (r == NULL) return UCS_OK;
+    if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
+    w->inflight++;
+    return UCS_INPROGRESS;
+}
+
+/* Returns ucp_ep_print_info's text (malloc'ed; the caller frees it). */
+char *cucx_ep_info(ucp_ep_h ep)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f == NULL) return NULL;
+    ucp_ep_print_info(ep, f);
+    fclose(f);
+    return buf;
+}
+
+/* ---- sends ------------------------------------------------------------------ */
+
+static void send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    cucx_buf_t *b = user_data;
+    cucx_worker_t *w = b->w;
+    w->inflight--;
+    if (status != UCS_OK) w->send_errors++;
+    buf_put(b);
+    ucp_request_free(request);
+}
+
+static ucs_status_t send_buf(cucx_worker_t *w, ucp_ep_h ep, cucx_buf_t *b, size_t hdr_len,
+                             size_t len)
+{
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_FLAGS;
+    p.cb.send = send_cb;
+    p.user_data = b;
+    p.flags = UCP_AM_SEND_FLAG_EAGER;
+    ucs_status_ptr_t r = ucp_am_send_nbx(ep, CUCX_AM_ID, b->data, hdr_len,
+                                         len ? b->data + hdr_len : NULL, len, &p);
+    if (r == NULL) {
+        buf_put(b);
+        return UCS_OK;
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        buf_put(b);
+        return UCS_PTR_STATUS(r);
+    }
+    w->inflight++;
+    return UCS_INPROGRESS;
+}
+
+/* Sends one frame. hdr and data are copied before the call returns, so the
+ * caller may reuse them at once. Returns UCS_OK or UCS_INPROGRESS on
+ * success (the latter: UCX still owns the copy and needs progress). */
+ucs_status_t cucx_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hdr_len,
+                       const void *data, size_t len)
+{
+    cucx_buf_t *b = buf_get(w, hdr_len + len);
+    if (b == NULL) return UCS_ERR_NO_MEMORY;
+    memcpy(b->data, hdr, hdr_len);
+    if (len) memcpy(b->data + hdr_len, data, len);
+    return send_buf(w, ep, b, hdr_len, len);
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+/* Sends data as consecutive frames of at most frame bytes in one call: the
+ * template header hdr gets sequence number seq, seq+1, ... at seq_off
+ * (8 bytes LE) and each frame's length at len_off (4 bytes LE). *sent is the
+ * number of data bytes handed to UCX, also on error. Returns UCS_INPROGRESS
+ * when any frame is still owned by UCX. */
+ucs_status_t cucx_send_frames(cucx_worker_t *w, ucp_ep_h ep, uint8_t *hdr, size_t hdr_len,
+                              size_t seq_off, size_t len_off, uint64_t seq,
+                              const uint8_t *data, size_t len, size_t frame, size_t *sent)
+{
+    ucs_status_t ret = UCS_OK;
+    size_t off = 0;
+    while (off < len) {
+        size_t n = len - off < frame ? len - off : frame;
+        put_le(hdr + seq_off, seq++, 8);
+        put_le(hdr + len_off, n, 4);
+        ucs_status_t st = cucx_send(w, ep, hdr, hdr_len, data + off, n);
+        if (st == UCS_INPROGRESS) {
+            ret = UCS_INPROGRESS;
+        } else if (st != UCS_OK) {
+            *sent = off;
+            return st;
+        }
+        off += n;
+    }
+    *sent = off;
+    return ret;
+}
+
+/* ---- progress ---------------------------------------------------------------- */
+
+/* Releases the previous batch, then progresses the worker until it has no
+ * more work or max_events events are waiting. Returns the progress count. */
+unsigned cucx_progress(cucx_worker_t *w, size_t max_events)
+{
+    unsigned total = 0, n;
+    cucx_release_events(w);
+    do {
+        n = ucp_worker_progress(w->worker);
+        total += n;
+    } while (n != 0 && w->nev < max_events);
+    return total;
+}
+
+/* Releases the previous batch and arms the worker's event fd. UCS_ERR_BUSY
+ * means there is work to do: progress again before sleeping. */
+ucs_status_t cucx_arm(cucx_worker_t *w)
+{
+    cucx_release_events(w);
+    return ucp_worker_arm(w->worker);
+}

@@ -1,0 +1,74 @@
+/* glue.h: the C half of package cucx. Everything UCX calls back into lives
+ * here, in C, so that no UCX callback ever crosses into Go: received frames,
+ * send completions and endpoint errors are recorded in a C-owned event array
+ * that Go drains once per progress batch. */
+#ifndef UCXNET_CUCX_GLUE_H
+#define UCXNET_CUCX_GLUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+
+#define CUCX_AM_ID 0x75 /* the one active-message id ucxnet uses */
+#define CUCX_HDR_MAX 64 /* header bytes an event keeps */
+
+enum {
+    CUCX_EV_FRAME = 1,    /* an active message: hdr + data */
+    CUCX_EV_EP_ERROR = 2, /* an endpoint failed: ep, status */
+    CUCX_EV_BAD = 3       /* an active message we cannot take (bad header size, rendezvous) */
+};
+
+enum {
+    CUCX_DATA_NONE = 0,
+    CUCX_DATA_DESC = 1,  /* data is a UCX descriptor: ucp_am_data_release */
+    CUCX_DATA_HEAP = 2   /* data was copied to malloc'ed memory: free */
+};
+
+typedef struct {
+    uint32_t kind;
+    uint32_t data_kind;
+    int32_t  status;
+    uint32_t hdr_len;
+    uint8_t  hdr[CUCX_HDR_MAX];
+    void    *data;
+    size_t   len;
+    ucp_ep_h ep;
+} cucx_event_t;
+
+typedef struct cucx_buf cucx_buf_t;
+
+typedef struct {
+    ucp_context_h ctx;
+    ucp_worker_h  worker;
+    int           efd;
+    size_t        max_am_header;
+
+    cucx_event_t *ev;
+    size_t        nev;
+    size_t        cap;
+
+    cucx_buf_t   *pool[32]; /* free lists by size class */
+    uint32_t      pooled[32];
+
+    uint64_t      inflight;    /* sends UCX still owns */
+    uint64_t      send_errors; /* sends that completed with an error */
+    uint64_t      bufs_alloc;  /* buffers obtained from malloc */
+} cucx_worker_t;
+
+ucs_status_t cucx_open(cucx_worker_t **out, const char **names, const char **values, int n);
+void         cucx_close(cucx_worker_t *w);
+ucs_status_t cucx_address(cucx_worker_t *w, void **addr, size_t *len);
+void         cucx_release_address(cucx_worker_t *w, void *addr);
+ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, ucp_ep_h *ep);
+ucs_status_t cucx_ep_close(cucx_worker_t *w, ucp_ep_h ep, int force);
+char        *cucx_ep_info(ucp_ep_h ep);
+ucs_status_t cucx_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hdr_len,
+                       const void *data, size_t len);
+ucs_status_t cucx_send_frames(cucx_worker_t *w, ucp_ep_h ep, uint8_t *hdr, size_t hdr_len,
+                              size_t seq_off, size_t len_off, uint64_t seq,
+                              const uint8_t *data, size_t len, size_t frame, size_t *sent);
+unsigned     cucx_progress(cucx_worker_t *w, size_t max_events);
+ucs_status_t cucx_arm(cucx_worker_t *w);
+void         cucx_release_events(cucx_worker_t *w);
+
+#endif

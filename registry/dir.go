@@ -1,0 +1,514 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	entrySuffix = ".entry"
+	lockName    = ".lock"
+	tmpPattern  = ".tmp-*"
+	// maxFileName is the longest file name most file systems accept.
+	maxFileName = 255
+	// maxEntryFile bounds the size of an entry file; larger files are
+	// corrupt.
+	maxEntryFile = 1 << 20
+)
+
+// Dir is a [Registry] kept in a directory, one JSON file per entry, shared
+// by every process that can read the directory. It is safe for concurrent
+// use, also by several processes and by several Dir values on one path.
+//
+// Entry files are named after the escaped entry name with the suffix
+// ".entry" and have mode 0600. They are written atomically (temporary file,
+// then link(2) or rename(2)), and Register and Unregister are serialized
+// across processes by flock(2) on the file ".lock" in the directory.
+//
+// An entry published on this host (Entry.Host equal to os.Hostname()) is
+// stale once its process is gone: kill(pid, 0) fails with ESRCH, or, on
+// Linux, Entry.StartTime is set and differs from the start time in
+// /proc/PID/stat (the pid was reused). Entries from other hosts are assumed
+// live. Stale entries are replaced by Register and removed by Resolve and
+// Instances.
+type Dir struct {
+	path string
+	host string
+	pid  int
+}
+
+// NewDir returns the registry kept in directory path, creating it (and its
+// parents) with mode 0700 if it is missing. It refuses, with an error
+// wrapping [ErrUnsafeDir], a directory not owned by the effective user or
+// writable by group or others; it never changes the mode of an existing
+// directory.
+func NewDir(path string) (*Dir, error) {
+	if path == "" {
+		return nil, fmt.Errorf("registry: empty directory path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("registry: creating directory: %w", err)
+	}
+	if err := checkDir(abs); err != nil {
+		return nil, err
+	}
+	return &Dir{path: abs, host: hostname(), pid: os.Getpid()}, nil
+}
+
+// checkDir verifies that path is a directory safe to keep entries in.
+func checkDir(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory (mode %s)", ErrUnsafeDir, path, fi.Mode())
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%w: %s: cannot determine owner", ErrUnsafeDir, path)
+	}
+	euid := os.Geteuid()
+	perm := fi.Mode().Perm()
+	if int(st.Uid) != euid {
+		return fmt.Errorf("%w: %s is owned by uid %d, not by this process's euid %d (mode %#o)", ErrUnsafeDir, path, st.Uid, euid, perm)
+	}
+	if perm&0o022 != 0 {
+		return fmt.Errorf("%w: %s (owner uid %d) has mode %#o, writable by group or others; use mode 0700", ErrUnsafeDir, path, st.Uid, perm)
+	}
+	return nil
+}
+
+// Path returns the directory d keeps its entries in.
+func (d *Dir) Path() string { return d.path }
+
+// String returns "dir:" followed by the directory path.
+func (d *Dir) String() string { return "dir:" + d.path }
+
+// entryFileName maps a valid name to the base name of its entry file. Bytes
+// other than [A-Za-z0-9_.-], and a leading '.', are written as %XX, so the
+// mapping is injective and no entry file starts with '.' (the lock and
+// temporary files do). A name whose escaped form would make the file name
+// longer than 255 bytes is replaced by '~' and the hex SHA-256 of the name;
+// '~' never appears in escaped names. The real name is always in the JSON.
+func entryFileName(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		plain := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '_' || c == '-' || c == '.' && i > 0
+		if plain {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	s := b.String()
+	if len(s)+len(entrySuffix) > maxFileName {
+		sum := sha256.Sum256([]byte(name))
+		s = "~" + hex.EncodeToString(sum[:])
+	}
+	return s + entrySuffix
+}
+
+// verdict classifies an entry file.
+type verdict int
+
+const (
+	live verdict = iota
+	missing
+	corrupt
+	stale
+)
+
+// loaded is the outcome of reading one entry file.
+type loaded struct {
+	entry  Entry
+	v      verdict
+	reason string // why the entry is corrupt or stale
+}
+
+// load reads and judges the entry file base. It returns an error only for
+// failures that say nothing about the file's contents (e.g. EMFILE), so that
+// a good entry is never removed because of them.
+func (d *Dir) load(base string) (loaded, error) {
+	f, err := os.OpenFile(filepath.Join(d.path, base), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return loaded{v: missing}, nil
+	case errors.Is(err, syscall.ELOOP):
+		return loaded{v: corrupt, reason: "is a symbolic link"}, nil
+	case err != nil:
+		return loaded{}, fmt.Errorf("registry: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return loaded{}, fmt.Errorf("registry: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return loaded{v: corrupt, reason: "not a regular file"}, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxEntryFile+1))
+	if err != nil {
+		return loaded{}, fmt.Errorf("registry: reading %s: %w", f.Name(), err)
+	}
+	return d.judge(base, data), nil
+}
+
+// judge decodes the contents of entry file base and checks liveness.
+func (d *Dir) judge(base string, data []byte) loaded {
+	if len(data) > maxEntryFile {
+		return loaded{v: corrupt, reason: fmt.Sprintf("file larger than %d bytes", maxEntryFile)}
+	}
+	var e Entry
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&e); err != nil {
+		return loaded{v: corrupt, reason: "bad JSON: " + err.Error()}
+	}
+	if dec.More() {
+		return loaded{v: corrupt, reason: "trailing data after JSON"}
+	}
+	if err := e.Validate(); err != nil {
+		return loaded{v: corrupt, reason: err.Error()}
+	}
+	if entryFileName(e.Name) != base {
+		return loaded{v: corrupt, reason: fmt.Sprintf("holds name %q", e.Name)}
+	}
+	if ok, why := d.alive(e); !ok {
+		return loaded{entry: e, v: stale, reason: why}
+	}
+	return loaded{entry: e, v: live}
+}
+
+// alive reports whether the publisher of e may still be running, and if not
+// why.
+func (d *Dir) alive(e Entry) (bool, string) {
+	if e.Host != d.host || e.PID <= 0 {
+		return true, ""
+	}
+	if err := unix.Kill(e.PID, 0); errors.Is(err, unix.ESRCH) {
+		return false, fmt.Sprintf("publisher pid %d on %s is gone", e.PID, e.Host)
+	}
+	if e.StartTime == 0 {
+		return true, ""
+	}
+	st, err := procStartTime(e.PID)
+	switch {
+	case err == nil && st != e.StartTime:
+		return false, fmt.Sprintf("pid %d was reused (start time %d, entry has %d)", e.PID, st, e.StartTime)
+	case errors.Is(err, fs.ErrNotExist) && procMounted():
+		return false, fmt.Sprintf("publisher pid %d on %s is gone", e.PID, e.Host)
+	}
+	return true, ""
+}
+
+// parseStatStartTime extracts field 22 (starttime) from the contents of
+// /proc/PID/stat. Field 2 (comm) is in parentheses and may itself contain
+// spaces and parentheses, so fields are counted from the last ')'.
+func parseStatStartTime(data []byte) (uint64, error) {
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("registry: malformed stat: no ')'")
+	}
+	fields := strings.Fields(s[i+1:]) // fields[0] is field 3 (state)
+	const idx = 22 - 3
+	if len(fields) <= idx {
+		return 0, fmt.Errorf("registry: malformed stat: %d fields after comm", len(fields))
+	}
+	v, err := strconv.ParseUint(fields[idx], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("registry: malformed stat: %w", err)
+	}
+	return v, nil
+}
+
+// lock takes the cross-process lock on d, polling so that ctx can cancel
+// the wait. The returned function releases it.
+func (d *Dir) lock(ctx context.Context) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(d.path, lockName), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("registry: opening lock: %w", err)
+	}
+	fd := int(f.Fd())
+	wait := 50 * time.Microsecond
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { _ = f.Close() }, nil // closing releases the lock
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != unix.EWOULDBLOCK {
+			f.Close()
+			return nil, fmt.Errorf("registry: flock %s: %w", f.Name(), err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			f.Close()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		if wait < 10*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
+// Register publishes e as the file of e.Name. A live entry of that name
+// gives an error wrapping [ErrNameInUse]; a stale or corrupt one is
+// replaced.
+func (d *Dir) Register(ctx context.Context, e Entry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrInvalidEntry, e.Name, err)
+	}
+	if len(data) > maxEntryFile {
+		return fmt.Errorf("%w: %q: encoded entry of %d bytes exceeds %d", ErrInvalidEntry, e.Name, len(data), maxEntryFile)
+	}
+	data = append(data, '\n')
+
+	unlock, err := d.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	tmp, err := d.writeTemp(data)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+
+	base := entryFileName(e.Name)
+	final := filepath.Join(d.path, base)
+	err = os.Link(tmp, final)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		// No hard links here (some file systems); the lock still makes
+		// check-then-rename safe against cooperating processes.
+		if _, serr := os.Lstat(final); !errors.Is(serr, fs.ErrNotExist) {
+			err = fs.ErrExist
+		} else if rerr := os.Rename(tmp, final); rerr != nil {
+			return fmt.Errorf("registry: publishing %q: %w", e.Name, rerr)
+		} else {
+			return nil
+		}
+	}
+	old, lerr := d.load(base)
+	if lerr != nil {
+		return lerr
+	}
+	if old.v == live {
+		return fmt.Errorf("%w: %q is registered by pid %d on %q (%s)", ErrNameInUse, e.Name, old.entry.PID, old.entry.Host, d)
+	}
+	// Stale, corrupt, or removed meanwhile by a process ignoring the lock:
+	// replace atomically.
+	if err := os.Rename(tmp, final); err != nil {
+		return fmt.Errorf("registry: publishing %q: %w", e.Name, err)
+	}
+	return nil
+}
+
+// writeTemp writes data to a new temporary file of mode 0600 in d and
+// returns its path.
+func (d *Dir) writeTemp(data []byte) (string, error) {
+	f, err := os.CreateTemp(d.path, tmpPattern)
+	if err != nil {
+		return "", fmt.Errorf("registry: %w", err)
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("registry: writing %s: %w", f.Name(), err)
+	}
+	return f.Name(), nil
+}
+
+// Unregister removes the entry named name if this process published it
+// (its PID is this process's and its Host this host). A missing entry, or
+// one of another process, is left alone and gives nil.
+func (d *Dir) Unregister(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ValidName(name) != nil {
+		return nil // no such entry can exist
+	}
+	unlock, err := d.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	base := entryFileName(name)
+	l, err := d.load(base)
+	if err != nil {
+		return err
+	}
+	if l.v != live && l.v != stale {
+		return nil
+	}
+	if l.entry.PID != d.pid || l.entry.Host != d.host {
+		return nil
+	}
+	if err := os.Remove(filepath.Join(d.path, base)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("registry: unregistering %q: %w", name, err)
+	}
+	return nil
+}
+
+// Resolve returns the entry named name. Missing, corrupt and stale entries
+// give an error wrapping [ErrNotFound]; corrupt and stale files are removed.
+func (d *Dir) Resolve(ctx context.Context, name string) (Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return Entry{}, err
+	}
+	if err := ValidName(name); err != nil {
+		return Entry{}, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	base := entryFileName(name)
+	l, err := d.load(base)
+	if err != nil {
+		return Entry{}, err
+	}
+	if l.v == corrupt || l.v == stale {
+		// Re-judge under the lock, so as not to remove an entry that
+		// replaced the bad one meanwhile.
+		l, err = d.removeBad(ctx, base)
+		if err != nil {
+			return Entry{}, err
+		}
+	}
+	switch l.v {
+	case live:
+		return l.entry, nil
+	case missing:
+		return Entry{}, fmt.Errorf("%w: %q (%s)", ErrNotFound, name, d)
+	case stale:
+		return Entry{}, fmt.Errorf("%w: %q: stale entry removed: %s (%s)", ErrNotFound, name, l.reason, d)
+	default:
+		return Entry{}, fmt.Errorf("%w: %q: corrupt entry removed: %s (%s)", ErrNotFound, name, l.reason, d)
+	}
+}
+
+// removeBad re-reads entry file base under the lock and removes it if it is
+// still corrupt or stale; it returns what it found.
+func (d *Dir) removeBad(ctx context.Context, base string) (loaded, error) {
+	unlock, err := d.lock(ctx)
+	if err != nil {
+		return loaded{}, err
+	}
+	defer unlock()
+	return d.removeBadLocked(base)
+}
+
+func (d *Dir) removeBadLocked(base string) (loaded, error) {
+	l, err := d.load(base)
+	if err != nil {
+		return l, err
+	}
+	if l.v == corrupt || l.v == stale {
+		if err := os.Remove(filepath.Join(d.path, base)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return l, fmt.Errorf("registry: removing %s entry %s: %w", verdictName(l.v), base, err)
+		}
+	}
+	return l, nil
+}
+
+func verdictName(v verdict) string {
+	switch v {
+	case live:
+		return "live"
+	case missing:
+		return "missing"
+	case corrupt:
+		return "corrupt"
+	default:
+		return "stale"
+	}
+}
+
+// Instances returns the live entries whose Service equals service, sorted by
+// Name. Stale and corrupt entry files are removed; files not ending in
+// ".entry", and those starting with '.', are ignored.
+func (d *Dir) Instances(ctx context.Context, service string) ([]Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	des, err := os.ReadDir(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	out := []Entry{}
+	var bad []string
+	for _, de := range des {
+		base := de.Name()
+		if strings.HasPrefix(base, ".") || !strings.HasSuffix(base, entrySuffix) {
+			continue
+		}
+		l, err := d.load(base)
+		if err != nil {
+			return nil, err
+		}
+		switch l.v {
+		case live:
+			if l.entry.Service == service {
+				out = append(out, l.entry)
+			}
+		case corrupt, stale:
+			bad = append(bad, base)
+		}
+	}
+	if len(bad) > 0 {
+		unlock, err := d.lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, base := range bad {
+			l, err := d.removeBadLocked(base)
+			if err != nil {
+				unlock()
+				return nil, err
+			}
+			if l.v == live && l.entry.Service == service {
+				out = append(out, l.entry)
+			}
+		}
+		unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

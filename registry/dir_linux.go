@@ -1,0 +1,25 @@
+package registry
+
+import (
+	"os"
+	"strconv"
+	"sync"
+)
+
+// procStartTime returns field 22 of /proc/pid/stat, the start time of
+// process pid in clock ticks since boot. The error wraps fs.ErrNotExist
+// when there is no such process.
+func procStartTime(pid int) (uint64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseStatStartTime(data)
+}
+
+// procMounted reports whether /proc is usable, so that a missing
+// /proc/PID means a missing process.
+var procMounted = sync.OnceValue(func() bool {
+	_, err := os.Stat("/proc/self/stat")
+	return err == nil
+})

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package registry
+
+import "errors"
+
+// procStartTime is unsupported outside Linux: StartTime is not checked
+// there, only whether the pid exists.
+func procStartTime(pid int) (uint64, error) {
+	return 0, errors.ErrUnsupported
+}
+
+// procMounted reports false: there is no /proc to consult.
+func procMounted() bool { return false }

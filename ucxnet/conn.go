@@ -1,0 +1,505 @@
+package ucxnet
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+// conn states
+const (
+	stateDialing   = iota // CONNECT sent, waiting for ACCEPT/REFUSE
+	stateAbandoned        // the dialer gave up; reset whatever answer comes
+	stateOpen
+	stateDone // reset, failed, or closed and finished
+)
+
+// Conn is a ucxnet connection: a byte stream carried as UCX active
+// messages. It implements net.Conn and, like *net.TCPConn, CloseWrite.
+// All methods are safe for concurrent use.
+type Conn struct {
+	t        *Transport
+	peer     *peer
+	id       uint64 // our conn id: frames to us carry it
+	remoteID uint64 // the peer's conn id: frames we send carry it
+	frame    int    // largest frame payload to send
+	laddr    Addr
+	raddr    Addr
+	dialDone chan struct{} // closed when a dial is answered
+
+	mu     sync.Mutex
+	state  int
+	rwin   stream.RecvWindow
+	reasm  *stream.Reassembler
+	rbuf   [][]byte // in-order data not yet read
+	rEOF   bool     // the peer's FIN was delivered
+	rerr   error    // reset / failure, reported after buffered data
+	rwait  int      // readers waiting
+	rcond  chan struct{}
+	swin   stream.SendWindow
+	wshut  bool // CloseWrite called: no more writes
+	finOut bool // FIN sent
+	werr   error
+	wwait  int
+	wcond  chan struct{}
+	closed bool // Close called
+	dErr   error
+
+	closedCh      chan struct{} // closed by Close
+	wmu           sync.Mutex    // serializes writers and the FIN after them
+	seq           uint64        // next sequence number to send (under wmu)
+	readDeadline  deadline
+	writeDeadline deadline
+}
+
+func newConn(t *Transport, p *peer, laddr, raddr Addr) *Conn {
+	c := &Conn{
+		t:             t,
+		peer:          p,
+		frame:         t.cfg.EagerMax,
+		laddr:         laddr,
+		raddr:         raddr,
+		dialDone:      make(chan struct{}),
+		rwin:          stream.NewRecvWindow(uint32(t.cfg.Window)),
+		reasm:         stream.NewReassembler(maxAhead),
+		rcond:         make(chan struct{}),
+		wcond:         make(chan struct{}),
+		swin:          stream.NewSendWindow(0),
+		closedCh:      make(chan struct{}),
+		readDeadline:  makeDeadline(),
+		writeDeadline: makeDeadline(),
+	}
+	return c
+}
+
+// LocalAddr returns the local address: the listener's name for an accepted
+// conn, the transport's name and conn id for a dialed one.
+func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr returns the remote address: the dialed name for a dialed
+// conn, the dialer's transport name and conn id for an accepted one.
+func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+
+// Transports returns the UCX transports and devices carrying the conn's
+// endpoint, e.g. ["posix/memory", "cma/memory"] or ["tcp/lo"] or
+// ["rc_mlx5/mlx5_0:1"]: the answer to "am I on RDMA?".
+func (c *Conn) Transports() []string {
+	if p := c.peer.info.Load(); p != nil {
+		return *p
+	}
+	tl := cucx.Transports(c.t.eng.EPInfo(c.peer.ep))
+	c.peer.info.Store(&tl)
+	return tl
+}
+
+// ID returns the conn's local id (as carried in frames to it).
+func (c *Conn) ID() uint64 { return c.id }
+
+func (c *Conn) opErr(op string, err error) error {
+	if err == io.EOF {
+		return io.EOF
+	}
+	return &net.OpError{Op: op, Net: Network, Source: c.laddr, Addr: c.raddr, Err: err}
+}
+
+// broadcast wakes every waiter of a condition channel. c.mu is held.
+func broadcast(ch *chan struct{}, waiting int) {
+	if waiting > 0 {
+		close(*ch)
+		*ch = make(chan struct{})
+	}
+}
+
+// Read reads data from the conn. After the peer's Close or CloseWrite and
+// once everything it sent is read, Read returns io.EOF.
+func (c *Conn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	for {
+		if c.closed {
+			c.mu.Unlock()
+			return 0, c.opErr("read", net.ErrClosed)
+		}
+		dl := c.readDeadline.wait()
+		if isClosedChan(dl) {
+			c.mu.Unlock()
+			return 0, c.opErr("read", os.ErrDeadlineExceeded)
+		}
+		if len(c.rbuf) > 0 {
+			if len(b) == 0 {
+				c.mu.Unlock()
+				return 0, nil
+			}
+			n := 0
+			for n < len(b) && len(c.rbuf) > 0 {
+				m := copy(b[n:], c.rbuf[0])
+				n += m
+				if m == len(c.rbuf[0]) {
+					c.rbuf[0] = nil
+					c.rbuf = c.rbuf[1:]
+				} else {
+					c.rbuf[0] = c.rbuf[0][m:]
+				}
+			}
+			limit, send := c.rwin.Consume(n)
+			open := c.state == stateOpen && !c.rEOF
+			c.mu.Unlock()
+			if send && open {
+				c.sendWindow(limit)
+			}
+			return n, nil
+		}
+		if c.rerr != nil {
+			err := c.rerr
+			c.mu.Unlock()
+			return 0, c.opErr("read", err)
+		}
+		if c.rEOF {
+			c.mu.Unlock()
+			return 0, io.EOF
+		}
+		if len(b) == 0 {
+			c.mu.Unlock()
+			return 0, nil
+		}
+		cond := c.rcond
+		c.rwait++
+		c.mu.Unlock()
+		select {
+		case <-cond:
+		case <-dl:
+		case <-c.closedCh:
+		}
+		c.mu.Lock()
+		c.rwait--
+	}
+}
+
+func (c *Conn) sendWindow(limit uint64) {
+	_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindWindow, ConnID: c.remoteID, Aux: limit})
+}
+
+// Write writes data to the conn. It returns once all of b is handed to UCX
+// (in C-owned buffers: b may be reused at once) or with an error, in which
+// case n says exactly how many bytes were sent. Write blocks while the
+// peer's receive window is full.
+func (c *Conn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	n := 0
+	c.mu.Lock()
+	for {
+		if c.closed {
+			c.mu.Unlock()
+			return n, c.opErr("write", net.ErrClosed)
+		}
+		if c.werr != nil {
+			err := c.werr
+			c.mu.Unlock()
+			return n, c.opErr("write", err)
+		}
+		if c.wshut {
+			c.mu.Unlock()
+			return n, c.opErr("write", ErrWriteAfterShutdown)
+		}
+		dl := c.writeDeadline.wait()
+		if isClosedChan(dl) {
+			c.mu.Unlock()
+			return n, c.opErr("write", os.ErrDeadlineExceeded)
+		}
+		if n == len(b) {
+			c.mu.Unlock()
+			return n, nil
+		}
+		avail := c.swin.Available()
+		if avail == 0 {
+			cond := c.wcond
+			c.wwait++
+			c.mu.Unlock()
+			select {
+			case <-cond:
+			case <-dl:
+			case <-c.closedCh:
+			}
+			c.mu.Lock()
+			c.wwait--
+			continue
+		}
+		chunk := min(avail, len(b)-n)
+		c.mu.Unlock()
+
+		h := stream.Header{Kind: stream.KindData, ConnID: c.remoteID}
+		hb := h.Bytes()
+		sent, err := c.t.eng.SendFrames(c.peer.ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], c.frame)
+		frames := (sent + c.frame - 1) / c.frame
+		c.seq += uint64(frames)
+		c.t.stats.framesOut.Add(uint64(frames))
+		c.t.stats.bytesOut.Add(uint64(sent))
+		n += sent
+
+		c.mu.Lock()
+		c.swin.Consume(sent)
+		if err != nil && c.werr == nil {
+			c.werr = withDetail(ErrReset, "%v", err)
+		}
+	}
+}
+
+// Header offsets that SendFrames patches per frame (see stream.Header).
+const (
+	lenOffset = 4
+	seqOffset = 16
+)
+
+// SetDeadline sets the read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.readDeadline.set(t)
+	c.writeDeadline.set(t)
+	return nil
+}
+
+// SetReadDeadline sets the read deadline; it also interrupts a Read
+// already blocked.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.readDeadline.set(t)
+	return nil
+}
+
+// SetWriteDeadline sets the write deadline.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.writeDeadline.set(t)
+	return nil
+}
+
+// CloseWrite shuts down the writing side: the peer reads what was written,
+// then io.EOF. Reading goes on.
+func (c *Conn) CloseWrite() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return c.opErr("close", net.ErrClosed)
+	}
+	c.wshut = true
+	broadcast(&c.wcond, c.wwait)
+	c.mu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.sendFin()
+}
+
+// sendFin sends FIN after all data, once. c.wmu is held.
+func (c *Conn) sendFin() error {
+	c.mu.Lock()
+	if c.finOut || c.werr != nil || c.state != stateOpen {
+		c.mu.Unlock()
+		return nil
+	}
+	c.finOut = true
+	c.mu.Unlock()
+	err := c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindFin, ConnID: c.remoteID, Seq: c.seq})
+	c.seq++
+	if err != nil {
+		return c.opErr("close", withDetail(ErrReset, "%v", err))
+	}
+	return nil
+}
+
+// Close closes the conn. Data already written is delivered, then FIN: the
+// peer reads everything, then io.EOF. If data the peer sent is still
+// unread, the peer is reset instead (as TCP does). Blocked Read and Write
+// calls return net.ErrClosed.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return c.opErr("close", net.ErrClosed)
+	}
+	c.closed = true
+	unread := len(c.rbuf) > 0 || c.reasm.Pending() > 0
+	c.mu.Unlock()
+	close(c.closedCh)
+
+	c.wmu.Lock() // wait for a Write in progress to notice
+	defer c.wmu.Unlock()
+	if unread {
+		c.abort(stream.RstAbort, net.ErrClosed)
+		return nil
+	}
+	err := c.sendFin()
+	c.mu.Lock()
+	finished := c.rEOF || c.state != stateOpen
+	if finished {
+		c.state = stateDone
+	}
+	c.mu.Unlock()
+	if finished {
+		c.t.removeConn(c)
+	}
+	// Otherwise the conn stays in the table until the peer's FIN (or RST,
+	// or failure) arrives; data arriving meanwhile is answered with RST.
+	return err
+}
+
+// abort resets the conn: RST to the peer (if it is open), local waiters get
+// err, and the conn leaves the table.
+func (c *Conn) abort(code stream.RstCode, err error) {
+	c.mu.Lock()
+	send := c.state == stateOpen
+	c.failLocked(err)
+	c.mu.Unlock()
+	if send {
+		c.t.stats.resetsSent.Add(1)
+		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRst, ConnID: c.remoteID, Aux: uint64(code)})
+	}
+	c.t.removeConn(c)
+}
+
+// fail marks the conn failed without telling the peer.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	c.failLocked(err)
+	c.mu.Unlock()
+	c.t.removeConn(c)
+}
+
+func (c *Conn) failLocked(err error) {
+	if c.state == stateDialing || c.state == stateAbandoned {
+		c.dErr = err
+		close(c.dialDone)
+	}
+	c.state = stateDone
+	if c.rerr == nil {
+		c.rerr = err
+	}
+	if c.werr == nil {
+		c.werr = err
+	}
+	broadcast(&c.rcond, c.rwait)
+	broadcast(&c.wcond, c.wwait)
+}
+
+// peerFailed handles the failure of the conn's endpoint.
+func (c *Conn) peerFailed(why string) {
+	c.mu.Lock()
+	err := withDetail(ErrReset, "peer failed: %s", why)
+	if c.state == stateDialing {
+		err = withDetail(ErrRefused, "peer unreachable: %s", why)
+	}
+	c.failLocked(err)
+	c.mu.Unlock()
+	c.t.removeConn(c)
+}
+
+// handleHandshake takes the listener's ACCEPT or REFUSE (engine goroutine).
+func (c *Conn) handleHandshake(h stream.Header, payload []byte) {
+	c.mu.Lock()
+	state := c.state
+	if state != stateDialing && state != stateAbandoned {
+		c.mu.Unlock()
+		c.t.stats.badFrames.Add(1)
+		return
+	}
+	if h.Kind == stream.KindRefuse {
+		c.failLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)))
+		c.mu.Unlock()
+		c.t.removeConn(c)
+		return
+	}
+	var hello stream.Hello
+	if err := hello.UnmarshalBinary(payload); err != nil {
+		c.failLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", err))
+		c.mu.Unlock()
+		c.t.removeConn(c)
+		return
+	}
+	c.remoteID = hello.ConnID
+	c.frame = min(c.t.cfg.EagerMax, int(hello.EagerMax))
+	c.swin.Update(uint64(hello.Window))
+	if state == stateAbandoned {
+		c.state = stateOpen // so that abort sends RST
+		c.mu.Unlock()
+		c.abort(stream.RstAbort, net.ErrClosed)
+		return
+	}
+	c.state = stateOpen
+	close(c.dialDone)
+	c.mu.Unlock()
+}
+
+// handleFrame takes DATA, FIN, WINDOW, RST and PING (engine goroutine).
+func (c *Conn) handleFrame(h stream.Header, data []byte) {
+	switch h.Kind {
+	case stream.KindData, stream.KindFin:
+		c.handleStream(h, data)
+	case stream.KindWindow:
+		c.mu.Lock()
+		if c.swin.Update(h.Aux) {
+			broadcast(&c.wcond, c.wwait)
+		}
+		c.mu.Unlock()
+	case stream.KindRst:
+		c.t.stats.resetsRecv.Add(1)
+		c.fail(withDetail(ErrReset, "peer sent RST (%v)", stream.RstCode(h.Aux)))
+	}
+}
+
+func (c *Conn) handleStream(h stream.Header, data []byte) {
+	c.mu.Lock()
+	if c.state == stateDone || c.state == stateAbandoned {
+		c.mu.Unlock()
+		return
+	}
+	if c.closed {
+		// Closed locally, waiting for the peer's FIN: more data is answered
+		// with RST, as TCP does.
+		c.mu.Unlock()
+		if h.Kind == stream.KindData {
+			c.abort(stream.RstAbort, net.ErrClosed)
+		} else {
+			c.mu.Lock()
+			c.state = stateDone
+			c.mu.Unlock()
+			c.t.removeConn(c)
+		}
+		return
+	}
+	var buf []byte
+	if len(data) > 0 {
+		buf = make([]byte, len(data))
+		copy(buf, data)
+	}
+	segs, err := c.reasm.Push(stream.Segment{Kind: h.Kind, Seq: h.Seq, Data: buf})
+	if err == stream.ErrDuplicate {
+		c.mu.Unlock()
+		c.t.stats.duplicates.Add(1)
+		return
+	}
+	if err == nil && len(data) > 0 {
+		err = c.rwin.Receive(len(data))
+	}
+	if err != nil {
+		c.mu.Unlock()
+		c.t.stats.protocolResets.Add(1)
+		c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err))
+		return
+	}
+	for _, s := range segs {
+		if s.Kind == stream.KindFin {
+			c.rEOF = true
+		} else {
+			c.rbuf = append(c.rbuf, s.Data)
+		}
+	}
+	if len(segs) > 0 {
+		broadcast(&c.rcond, c.rwait)
+	}
+	c.mu.Unlock()
+}
+
+// maxAhead bounds how far past the next expected frame a frame may arrive
+// (UCX does not promise AM order); beyond it the conn is reset.
+const maxAhead = 1 << 16

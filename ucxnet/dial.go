@@ -1,0 +1,162 @@
+package ucxnet
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+// DefaultDialTimeout bounds a dial whose Dialer has no Timeout and whose
+// context has no deadline, so that a silent peer cannot hang it.
+const DefaultDialTimeout = 30 * time.Second
+
+// Dialer dials ucxnet names. The zero value dials on the default
+// transport.
+type Dialer struct {
+	// Timeout bounds resolution and handshake; zero means
+	// DefaultDialTimeout (or the context's deadline, if sooner).
+	Timeout time.Duration
+	// Transport to dial from; nil means DefaultTransport.
+	Transport *Transport
+}
+
+// Dial connects to the listener published as address, on the default
+// transport.
+func Dial(network, address string) (net.Conn, error) {
+	var d Dialer
+	return d.DialContext(context.Background(), network, address)
+}
+
+// Dial connects to the listener published as address.
+func (d *Dialer) Dial(network, address string) (net.Conn, error) {
+	return d.DialContext(context.Background(), network, address)
+}
+
+// DialContext connects to the listener published as address. network is
+// "ucx", or "tcp", "tcp4" or "tcp6" (net/http always passes "tcp"); the
+// address is always a registry name. "host:port" that is not a name itself
+// is tried as "host". A name with no live listener fails at once with an
+// error matching syscall.ECONNREFUSED.
+func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := d.dial(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, error) {
+	raddr := Addr{Name: address}
+	if err := checkNetwork(network); err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
+	}
+	opErr := func(err error) error {
+		if ctx.Err() != nil && err == ctx.Err() {
+			return &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: mapCtxErr(err)}
+		}
+		return &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: err}
+	}
+	t := d.Transport
+	if t == nil {
+		var err error
+		if t, err = DefaultTransport(); err != nil {
+			return nil, opErr(err)
+		}
+	}
+	timeout := d.Timeout
+	if timeout <= 0 {
+		timeout = DefaultDialTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t.stats.dials.Add(1)
+
+	e, err := t.resolve(ctx, address)
+	if err != nil {
+		return nil, opErr(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, opErr(err)
+	}
+	p, err := t.peerFor(e.Address)
+	if err != nil {
+		return nil, opErr(withDetail(ErrRefused, "%v", err))
+	}
+	c := newConn(t, p, Addr{}, raddr)
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, opErr(ErrTransportClosed)
+	}
+	t.addConnLocked(c)
+	t.mu.Unlock()
+	c.laddr = Addr{Name: t.name + "#" + formatID(c.id)}
+
+	hello := stream.Hello{
+		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window),
+		Name: e.Name, LocalName: c.laddr.Name, WorkerAddr: t.eng.Address(),
+	}
+	b, err := hello.MarshalBinary()
+	if err == nil {
+		hb := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
+		err = t.eng.Send(p.ep, hb[:], b)
+	}
+	if err != nil {
+		c.fail(err)
+		return nil, opErr(withDetail(ErrRefused, "sending CONNECT: %v", err))
+	}
+	select {
+	case <-c.dialDone:
+		c.mu.Lock()
+		derr := c.dErr
+		c.mu.Unlock()
+		if derr != nil {
+			return nil, opErr(derr)
+		}
+		return c, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		select {
+		case <-c.dialDone: // answered meanwhile
+			derr := c.dErr
+			c.mu.Unlock()
+			if derr == nil {
+				c.Close()
+			}
+		default:
+			c.state = stateAbandoned
+			c.mu.Unlock()
+		}
+		return nil, opErr(ctx.Err())
+	case <-t.closing:
+		c.fail(ErrTransportClosed)
+		return nil, opErr(ErrTransportClosed)
+	}
+}
+
+// mapCtxErr turns context.DeadlineExceeded into a timeout error, as the
+// net package does.
+func mapCtxErr(err error) error {
+	if err == context.DeadlineExceeded {
+		return timeoutError{}
+	}
+	return err
+}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+func formatID(id uint64) string {
+	const hex = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = hex[id&15]
+		id >>= 4
+	}
+	return string(b[:])
+}

@@ -1,0 +1,26 @@
+// Package ucxnet provides net.Conn and net.Listener over UCX (openucx), so
+// that unmodified Go code — net/http, gRPC, crypto/tls, io.Copy — runs over
+// RDMA (InfiniBand/RoCE), over shared memory between processes on one
+// host, and over TCP where nothing better exists.
+//
+// There is no socket listener. A Listener publishes its UCX worker's packed
+// address under a name in a registry (by default a per-user directory; see
+// package registry), and Dial resolves the name and connects to that
+// worker. Conns to one remote worker share one UCX endpoint and are told
+// apart by conn ids. A byte stream is split into eager active-message
+// frames, carried with sequence numbers and reassembled in order; each conn
+// has a receive window, so a reader that stops reading bounds the memory
+// held for it and blocks the writer.
+//
+//	ln, _ := ucxnet.Listen("ucx", "web")
+//	go http.Serve(ln, handler)
+//
+//	var d ucxnet.Dialer
+//	client := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+//	client.Get("http://web/")
+//
+// UCX is configured by the usual UCX_* environment variables (UCX_TLS=tcp,
+// UCX_TLS=sm, ...). ucxnet changes two UCX defaults unless the environment
+// sets them: UCX_MM_ERROR_HANDLING=y (shared memory with peer failure
+// detection) and UCX_KEEPALIVE_INTERVAL=1s.
+package ucxnet

@@ -1,0 +1,573 @@
+package ucxnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/internal/stream"
+	"github.com/ucxnet/ucxnet/registry"
+)
+
+// Defaults for Config.
+const (
+	DefaultEagerMax = 1 << 20 // largest frame payload
+	DefaultWindow   = 4 << 20 // per-conn receive window
+	DefaultBacklog  = 512     // conns waiting for Accept, per listener
+	DefaultSpin     = 50 * time.Microsecond
+)
+
+// ucxDefaults are UCX settings ucxnet changes unless the user set the
+// corresponding UCX_* environment variable.
+var ucxDefaults = []cucx.Setting{
+	// Shared memory transports are excluded under peer error handling
+	// unless this is set, and ucxnet needs peer error handling.
+	{Name: "MM_ERROR_HANDLING", Value: "y"},
+	// Detect dead peers in about a second rather than 20 s.
+	{Name: "KEEPALIVE_INTERVAL", Value: "1s"},
+}
+
+// Config configures a Transport. The zero value is ready to use.
+type Config struct {
+	// Registry is where listeners publish and dialers resolve names. Nil
+	// means the one UCXNET_REGISTRY selects (default: the per-user directory
+	// registry).
+	Registry registry.Registry
+	// EagerMax is the largest frame payload this transport accepts; the
+	// frame size of a conn is the smaller of both sides'. Default 1 MiB,
+	// at most 16 MiB.
+	EagerMax int
+	// Window is the per-conn receive window: how many bytes a peer may send
+	// that the application has not read yet. Default 4 MiB.
+	Window int
+	// Backlog bounds the conns a listener holds before Accept takes them;
+	// dials beyond it are refused. Default 512.
+	Backlog int
+	// Spin is how long the progress engine polls after activity before it
+	// sleeps: more spin trades CPU for latency. Default 50 µs; negative
+	// means never spin.
+	Spin time.Duration
+	// UCX holds UCX settings (names without the UCX_ prefix) applied on top
+	// of the environment.
+	UCX map[string]string
+	// Name is this transport's display name (a dialing conn's LocalAddr).
+	// Default: a unique name.
+	Name string
+}
+
+// Transport is one UCX worker with its progress engine, and the conns and
+// listeners that use it. A process may run several; the package-level Dial
+// and Listen use a default one created on first use. Two Transports in one
+// process talk over real UCX transports (shared memory, TCP, ...), not
+// UCX's in-worker loopback.
+type Transport struct {
+	cfg  Config
+	reg  registry.Registry
+	eng  *progress.Engine
+	name string
+
+	mu        sync.RWMutex
+	conns     map[uint64]*Conn
+	peers     map[string]*peer // by packed worker address
+	peersByEP map[cucx.EP]*peer
+	listeners map[string]*Listener
+	closed    bool
+	closing   chan struct{}
+
+	stats counters
+}
+
+// peer is a remote worker and the one endpoint all conns to it share.
+type peer struct {
+	addr  string
+	ep    cucx.EP
+	conns map[uint64]*Conn
+	info  atomic.Pointer[[]string]
+	gone  bool // the endpoint is closed or closing (under Transport.mu)
+}
+
+// closePeer closes p's endpoint once, whoever asks first (a failure on
+// the engine goroutine, or Close).
+func (t *Transport) closePeer(p *peer, force bool) {
+	t.mu.Lock()
+	if p.gone {
+		t.mu.Unlock()
+		return
+	}
+	p.gone = true
+	if t.peers[p.addr] == p {
+		delete(t.peers, p.addr)
+	}
+	if t.peersByEP[p.ep] == p {
+		delete(t.peersByEP, p.ep)
+	}
+	t.mu.Unlock()
+	_ = t.eng.CloseEP(p.ep, force)
+}
+
+// counters are a Transport's statistics.
+type counters struct {
+	dials, accepts, refused                         atomic.Uint64
+	framesIn, bytesIn, framesOut, bytesOut          atomic.Uint64
+	badFrames, unknownConn, duplicates, resetsSent  atomic.Uint64
+	resetsRecv, protocolResets, peerFailures, conns atomic.Uint64
+}
+
+// Stats are a Transport's counters.
+type Stats struct {
+	Dials          uint64 // dials started
+	Accepts        uint64 // conns accepted into a listener's queue
+	Refused        uint64 // CONNECTs refused (no listener, backlog full, bad hello)
+	FramesIn       uint64 // frames received
+	BytesIn        uint64 // payload bytes received
+	FramesOut      uint64 // data frames sent
+	BytesOut       uint64 // payload bytes sent
+	BadFrames      uint64 // frames dropped as malformed
+	UnknownConn    uint64 // frames for conn ids this transport does not have
+	Duplicates     uint64 // duplicate frames dropped
+	ResetsSent     uint64 // RST frames sent
+	ResetsReceived uint64 // RST frames received
+	ProtocolResets uint64 // conns reset because the peer broke the protocol
+	PeerFailures   uint64 // endpoints UCX reported as failed
+	OpenConns      uint64 // conns in the conn table now
+	Peers          uint64 // endpoints now
+	InflightSends  uint64 // sends whose buffers UCX still owns
+}
+
+// NewTransport starts a transport: a UCP context, a worker and its
+// progress engine.
+func NewTransport(cfg Config) (*Transport, error) {
+	if cfg.EagerMax <= 0 {
+		cfg.EagerMax = DefaultEagerMax
+	}
+	if cfg.EagerMax > stream.MaxPayload {
+		cfg.EagerMax = stream.MaxPayload
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.Window > 1<<31-1 {
+		cfg.Window = 1<<31 - 1
+	}
+	if cfg.Backlog <= 0 {
+		cfg.Backlog = DefaultBacklog
+	}
+	if cfg.Spin == 0 {
+		cfg.Spin = DefaultSpin
+	} else if cfg.Spin < 0 {
+		cfg.Spin = 0
+	}
+	if cfg.Name == "" {
+		cfg.Name = registry.UniqueName()
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		var err error
+		if reg, err = registry.FromEnv(); err != nil {
+			return nil, err
+		}
+	}
+	t := &Transport{
+		cfg:       cfg,
+		reg:       reg,
+		name:      cfg.Name,
+		conns:     make(map[uint64]*Conn),
+		peers:     make(map[string]*peer),
+		peersByEP: make(map[cucx.EP]*peer),
+		listeners: make(map[string]*Listener),
+		closing:   make(chan struct{}),
+	}
+	eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin}, t)
+	if err != nil {
+		return nil, fmt.Errorf("ucxnet: starting UCX: %w", err)
+	}
+	t.eng = eng
+	return t, nil
+}
+
+// ucxSettings merges ucxnet's defaults (skipping those the environment
+// sets) with the user's settings.
+func ucxSettings(user map[string]string) []cucx.Setting {
+	var out []cucx.Setting
+	for _, s := range ucxDefaults {
+		if _, set := os.LookupEnv("UCX_" + s.Name); set {
+			continue
+		}
+		if s.Name == "MM_ERROR_HANDLING" && !sharedMemoryEnabled(os.Getenv("UCX_TLS")) {
+			continue // UCX warns about settings of components it did not load
+		}
+		if _, set := user[s.Name]; set {
+			continue
+		}
+		out = append(out, s)
+	}
+	keys := make([]string, 0, len(user))
+	for k := range user {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, cucx.Setting{Name: k, Value: user[k]})
+	}
+	return out
+}
+
+// sharedMemoryEnabled reports whether a UCX_TLS value may select a shared
+// memory transport.
+func sharedMemoryEnabled(tls string) bool {
+	if tls == "" || strings.HasPrefix(tls, "^") {
+		return true
+	}
+	for _, f := range strings.Split(tls, ",") {
+		switch strings.TrimSpace(f) {
+		case "all", "sm", "shm", "mm", "posix", "sysv", "xpmem", "knem":
+			return true
+		}
+	}
+	return false
+}
+
+// EffectiveUCXDefaults returns the UCX settings ucxnet applies on top of
+// the environment (those the environment does not set itself).
+func EffectiveUCXDefaults() map[string]string {
+	m := map[string]string{}
+	for _, s := range ucxSettings(nil) {
+		m["UCX_"+s.Name] = s.Value
+	}
+	return m
+}
+
+var (
+	defaultOnce sync.Once
+	defaultT    *Transport
+	defaultErr  error
+)
+
+// DefaultTransport returns the process-wide transport that the
+// package-level functions use, starting it on first use.
+func DefaultTransport() (*Transport, error) {
+	defaultOnce.Do(func() { defaultT, defaultErr = NewTransport(Config{}) })
+	return defaultT, defaultErr
+}
+
+// Name returns the transport's display name.
+func (t *Transport) Name() string { return t.name }
+
+// Registry returns the registry the transport publishes to and resolves in.
+func (t *Transport) Registry() registry.Registry { return t.reg }
+
+// WorkerAddress returns a copy of the packed UCX worker address.
+func (t *Transport) WorkerAddress() []byte { return append([]byte(nil), t.eng.Address()...) }
+
+// Stats returns the transport's counters.
+func (t *Transport) Stats() Stats {
+	s := &t.stats
+	t.mu.RLock()
+	open, peers := len(t.conns), len(t.peers)
+	t.mu.RUnlock()
+	return Stats{
+		Dials: s.dials.Load(), Accepts: s.accepts.Load(), Refused: s.refused.Load(),
+		FramesIn: s.framesIn.Load(), BytesIn: s.bytesIn.Load(),
+		FramesOut: s.framesOut.Load(), BytesOut: s.bytesOut.Load(),
+		BadFrames: s.badFrames.Load(), UnknownConn: s.unknownConn.Load(),
+		Duplicates: s.duplicates.Load(), ResetsSent: s.resetsSent.Load(),
+		ResetsReceived: s.resetsRecv.Load(), ProtocolResets: s.protocolResets.Load(),
+		PeerFailures: s.peerFailures.Load(), OpenConns: uint64(open), Peers: uint64(peers),
+		InflightSends: t.eng.Stats().Inflight,
+	}
+}
+
+// Close closes the transport's listeners, resets its conns (their peers see
+// ECONNRESET), closes its endpoints and stops UCX. Close of the default
+// transport is allowed but makes the package-level functions fail.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return net.ErrClosed
+	}
+	t.closed = true
+	close(t.closing)
+	ls := make([]*Listener, 0, len(t.listeners))
+	for _, l := range t.listeners {
+		ls = append(ls, l)
+	}
+	t.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+	t.mu.Lock()
+	conns := make([]*Conn, 0, len(t.conns))
+	for _, c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.abort(stream.RstShutdown, ErrTransportClosed)
+	}
+	t.mu.Lock()
+	peers := make([]*peer, 0, len(t.peers))
+	for _, p := range t.peers {
+		peers = append(peers, p)
+	}
+	t.mu.Unlock()
+	for _, p := range peers {
+		t.closePeer(p, false)
+	}
+	return t.eng.Close(time.Second)
+}
+
+func (t *Transport) isClosed() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.closed
+}
+
+// peerFor returns the peer for a packed worker address, creating its
+// endpoint on first use.
+func (t *Transport) peerFor(addr []byte) (*peer, error) {
+	t.mu.RLock()
+	p := t.peers[string(addr)]
+	closed := t.closed
+	t.mu.RUnlock()
+	if closed {
+		return nil, ErrTransportClosed
+	}
+	if p != nil {
+		return p, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, ErrTransportClosed
+	}
+	if p := t.peers[string(addr)]; p != nil {
+		return p, nil
+	}
+	ep, err := t.eng.Connect(addr)
+	if err != nil {
+		return nil, err
+	}
+	p = &peer{addr: string(addr), ep: ep, conns: make(map[uint64]*Conn)}
+	t.peers[p.addr] = p
+	t.peersByEP[ep] = p
+	return p, nil
+}
+
+// newConnLocked registers a conn with a fresh random id. t.mu is held.
+func (t *Transport) addConnLocked(c *Conn) {
+	for {
+		id := rand.Uint64()
+		if id == 0 {
+			continue
+		}
+		if _, dup := t.conns[id]; dup {
+			continue
+		}
+		c.id = id
+		t.conns[id] = c
+		c.peer.conns[id] = c
+		return
+	}
+}
+
+func (t *Transport) lookup(id uint64) *Conn {
+	t.mu.RLock()
+	c := t.conns[id]
+	t.mu.RUnlock()
+	return c
+}
+
+func (t *Transport) removeConn(c *Conn) {
+	t.mu.Lock()
+	if t.conns[c.id] == c {
+		delete(t.conns, c.id)
+	}
+	if c.peer != nil && c.peer.conns[c.id] == c {
+		delete(c.peer.conns, c.id)
+	}
+	t.mu.Unlock()
+}
+
+// send sends a header-only frame.
+func (t *Transport) sendCtl(p *peer, h stream.Header) error {
+	hb := h.Bytes()
+	return t.eng.Send(p.ep, hb[:], nil)
+}
+
+// HandleEvents implements progress.Handler. It runs on the engine
+// goroutine.
+func (t *Transport) HandleEvents(evs []cucx.Event) {
+	for i := range evs {
+		ev := &evs[i]
+		switch ev.Kind {
+		case cucx.EventFrame:
+			t.handleFrame(ev)
+		case cucx.EventEPError:
+			t.handleEPError(ev.EP, ev.Status)
+		default:
+			t.stats.badFrames.Add(1)
+		}
+	}
+}
+
+func (t *Transport) handleFrame(ev *cucx.Event) {
+	t.stats.framesIn.Add(1)
+	h, err := stream.DecodeHeader(ev.Header())
+	if err != nil {
+		t.stats.badFrames.Add(1)
+		return
+	}
+	if ev.DataLen != len(ev.Data) {
+		t.stats.badFrames.Add(1)
+		return
+	}
+	if err := h.Validate(len(ev.Data), t.cfg.EagerMax); err != nil {
+		t.stats.badFrames.Add(1)
+		if h.ConnID != 0 && h.Kind != stream.KindConnect {
+			if c := t.lookup(h.ConnID); c != nil {
+				t.stats.protocolResets.Add(1)
+				c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err))
+			}
+		}
+		return
+	}
+	t.stats.bytesIn.Add(uint64(len(ev.Data)))
+	switch h.Kind {
+	case stream.KindConnect:
+		t.handleConnect(ev.Data)
+	case stream.KindAccept, stream.KindRefuse:
+		c := t.lookup(h.ConnID)
+		if c == nil {
+			t.stats.unknownConn.Add(1)
+			return
+		}
+		c.handleHandshake(h, ev.Data)
+	default:
+		c := t.lookup(h.ConnID)
+		if c == nil {
+			t.stats.unknownConn.Add(1)
+			return
+		}
+		c.handleFrame(h, ev.Data)
+	}
+}
+
+// handleConnect answers a CONNECT: ACCEPT into the named listener's queue,
+// or REFUSE.
+func (t *Transport) handleConnect(payload []byte) {
+	var hello stream.Hello
+	if err := hello.UnmarshalBinary(payload); err != nil || len(hello.WorkerAddr) == 0 {
+		t.stats.badFrames.Add(1)
+		return
+	}
+	p, err := t.peerFor(hello.WorkerAddr)
+	if err != nil {
+		t.stats.refused.Add(1)
+		return
+	}
+	refuse := func(code stream.RefuseCode) {
+		t.stats.refused.Add(1)
+		_ = t.sendCtl(p, stream.Header{Kind: stream.KindRefuse, ConnID: hello.ConnID, Aux: uint64(code)})
+	}
+	t.mu.RLock()
+	l := t.listeners[hello.Name]
+	t.mu.RUnlock()
+	if l == nil {
+		refuse(stream.RefuseNoListener)
+		return
+	}
+	c := newConn(t, p, Addr{Name: hello.Name}, Addr{Name: hello.LocalName})
+	c.remoteID = hello.ConnID
+	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
+	c.swin.Update(uint64(hello.Window))
+	c.state = stateOpen
+	t.mu.Lock()
+	if t.closed || l.isClosed() {
+		t.mu.Unlock()
+		refuse(stream.RefuseNoListener)
+		return
+	}
+	t.addConnLocked(c)
+	t.mu.Unlock()
+	if !l.enqueue(c) {
+		t.removeConn(c)
+		refuse(stream.RefuseBacklog)
+		return
+	}
+	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window), Name: hello.Name, LocalName: hello.Name}
+	b, err := reply.MarshalBinary()
+	if err == nil {
+		hb := stream.Header{Kind: stream.KindAccept, ConnID: hello.ConnID, Length: uint32(len(b))}.Bytes()
+		err = t.eng.Send(p.ep, hb[:], b)
+	}
+	if err != nil {
+		c.fail(withDetail(ErrReset, "sending ACCEPT: %v", err))
+		return
+	}
+	t.stats.accepts.Add(1)
+}
+
+// handleEPError fails every conn on a failed endpoint and closes it.
+func (t *Transport) handleEPError(ep cucx.EP, st cucx.Status) {
+	t.stats.peerFailures.Add(1)
+	t.mu.Lock()
+	p := t.peersByEP[ep]
+	if p == nil || p.gone {
+		// Already closed by us: UCX reports the failure of an endpoint
+		// being closed; nothing is left to do.
+		t.mu.Unlock()
+		return
+	}
+	conns := make([]*Conn, 0, len(p.conns))
+	for _, c := range p.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.peerFailed(cucx.StatusString(st))
+	}
+	t.closePeer(p, true)
+}
+
+// resolve finds the registry entry for a dialed name: an instance name, or
+// a service name (one live instance at random), or — for "host:port", as
+// net/http dials — the same for the host part.
+func (t *Transport) resolve(ctx context.Context, name string) (registry.Entry, error) {
+	try := func(n string) (registry.Entry, error) {
+		e, err := t.reg.Resolve(ctx, n)
+		if err == nil || !errors.Is(err, registry.ErrNotFound) {
+			return e, err
+		}
+		insts, ierr := t.reg.Instances(ctx, n)
+		if ierr == nil && len(insts) > 0 {
+			return insts[rand.IntN(len(insts))], nil
+		}
+		return e, err
+	}
+	e, err := try(name)
+	if err != nil && errors.Is(err, registry.ErrNotFound) {
+		if host, _, serr := net.SplitHostPort(name); serr == nil && host != "" {
+			if e2, err2 := try(host); err2 == nil {
+				return e2, nil
+			}
+		}
+	}
+	if err != nil {
+		if errors.Is(err, registry.ErrNotFound) {
+			return e, withDetail(ErrRefused, "no listener named %q in %s (%v)", name, t.reg, err)
+		}
+		return e, err
+	}
+	return e, nil
+}
