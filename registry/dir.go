@@ -210,6 +210,9 @@ func (d *Dir) alive(e Entry) (bool, string) {
 	if err := unix.Kill(e.PID, 0); errors.Is(err, unix.ESRCH) {
 		return false, fmt.Sprintf("publisher pid %d on %s is gone", e.PID, e.Host)
 	}
+	if procZombie(e.PID) {
+		return false, fmt.Sprintf("publisher pid %d on %s has exited (zombie)", e.PID, e.Host)
+	}
 	if e.StartTime == 0 {
 		return true, ""
 	}

@@ -12,3 +12,7 @@ func procStartTime(pid int) (uint64, error) {
 
 // procMounted reports false: there is no /proc to consult.
 func procMounted() bool { return false }
+
+// procZombie reports false: without /proc, exited-but-unreaped processes
+// cannot be told apart.
+func procZombie(pid int) bool { return false }

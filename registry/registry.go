@@ -44,7 +44,7 @@ const (
 	MaxNameLen = 255
 	// MaxAddressLen is the longest packed worker address an Entry may hold,
 	// in bytes.
-	MaxAddressLen = 16384
+	MaxAddressLen = 8192
 )
 
 // EnvRegistry names the environment variable read by [FromEnv]; its value is

@@ -92,7 +92,14 @@ func (c *Conn) Transports() []string {
 	if p := c.peer.info.Load(); p != nil {
 		return *p
 	}
-	tl := cucx.Transports(c.t.eng.EPInfo(c.peer.ep))
+	var tl []string
+	_ = c.peer.use(func(ep cucx.EP) error {
+		tl = cucx.Transports(c.t.eng.EPInfo(ep))
+		return nil
+	})
+	if tl == nil {
+		return nil
+	}
 	c.peer.info.Store(&tl)
 	return tl
 }
@@ -153,14 +160,16 @@ func (c *Conn) Read(b []byte) (int, error) {
 			}
 			return n, nil
 		}
+		if c.rEOF {
+			// Everything the peer sent was read: a failure after its FIN
+			// (say, its process exiting) changes nothing for reads.
+			c.mu.Unlock()
+			return 0, io.EOF
+		}
 		if c.rerr != nil {
 			err := c.rerr
 			c.mu.Unlock()
 			return 0, c.opErr("read", err)
-		}
-		if c.rEOF {
-			c.mu.Unlock()
-			return 0, io.EOF
 		}
 		if len(b) == 0 {
 			c.mu.Unlock()
@@ -234,7 +243,11 @@ func (c *Conn) Write(b []byte) (int, error) {
 
 		h := stream.Header{Kind: stream.KindData, ConnID: c.remoteID}
 		hb := h.Bytes()
-		sent, err := c.t.eng.SendFrames(c.peer.ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], c.frame)
+		var sent int
+		err := c.peer.use(func(ep cucx.EP) (err error) {
+			sent, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], c.frame)
+			return err
+		})
 		frames := (sent + c.frame - 1) / c.frame
 		c.seq += uint64(frames)
 		c.t.stats.framesOut.Add(uint64(frames))
@@ -330,6 +343,12 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	err := c.sendFin()
+	if err == nil && c.t.cfg.Linger > 0 {
+		// Like SO_LINGER: wait (bounded) until UCX has handed what we
+		// sent to the transport, so that a process exiting right after
+		// Close does not take unsent frames with it.
+		_ = c.t.flush(c.peer, c.t.cfg.Linger)
+	}
 	c.mu.Lock()
 	finished := c.rEOF || c.state != stateOpen
 	if finished {
@@ -459,12 +478,19 @@ func (c *Conn) handleStream(h stream.Header, data []byte) {
 		c.mu.Unlock()
 		if h.Kind == stream.KindData {
 			c.abort(stream.RstAbort, net.ErrClosed)
-		} else {
-			c.mu.Lock()
+			return
+		}
+		c.mu.Lock()
+		inOrder := h.Seq == c.reasm.Next()
+		if inOrder {
 			c.state = stateDone
-			c.mu.Unlock()
+		}
+		c.mu.Unlock()
+		if inOrder {
 			c.t.removeConn(c)
 		}
+		// A FIN ahead of data still in flight: that data will be answered
+		// with RST when it arrives.
 		return
 	}
 	var buf []byte

@@ -5,12 +5,17 @@ import (
 	"net"
 	"time"
 
+	"github.com/ucxnet/ucxnet/internal/cucx"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
 // DefaultDialTimeout bounds a dial whose Dialer has no Timeout and whose
 // context has no deadline, so that a silent peer cannot hang it.
 const DefaultDialTimeout = 30 * time.Second
+
+// abandonedTTL is how long a dial given up on waits for a late answer (to
+// reset the listener's side) before it is forgotten.
+const abandonedTTL = time.Minute
 
 // Dialer dials ucxnet names. The zero value dials on the default
 // transport.
@@ -101,7 +106,7 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	b, err := hello.MarshalBinary()
 	if err == nil {
 		hb := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
-		err = t.eng.Send(p.ep, hb[:], b)
+		err = p.use(func(ep cucx.EP) error { return t.eng.Send(ep, hb[:], b) })
 	}
 	if err != nil {
 		c.fail(err)
@@ -128,6 +133,19 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		default:
 			c.state = stateAbandoned
 			c.mu.Unlock()
+			// The answer, if any, is reset when it comes; don't keep the
+			// conn waiting for it forever.
+			time.AfterFunc(abandonedTTL, func() {
+				c.mu.Lock()
+				stale := c.state == stateAbandoned
+				if stale {
+					c.state = stateDone
+				}
+				c.mu.Unlock()
+				if stale {
+					t.removeConn(c)
+				}
+			})
 		}
 		return nil, opErr(ctx.Err())
 	case <-t.closing:

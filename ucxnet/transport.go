@@ -25,6 +25,7 @@ const (
 	DefaultWindow   = 4 << 20 // per-conn receive window
 	DefaultBacklog  = 512     // conns waiting for Accept, per listener
 	DefaultSpin     = 50 * time.Microsecond
+	DefaultLinger   = 2 * time.Second
 )
 
 // ucxDefaults are UCX settings ucxnet changes unless the user set the
@@ -63,6 +64,11 @@ type Config struct {
 	// Name is this transport's display name (a dialing conn's LocalAddr).
 	// Default: a unique name.
 	Name string
+	// Linger bounds how long Close waits for UCX to hand the conn's last
+	// frames to the transport (like SO_LINGER), so that a process that
+	// exits right after Close loses nothing. Default 2 s; negative means
+	// Close does not wait.
+	Linger time.Duration
 }
 
 // Transport is one UCX worker with its progress engine, and the conns and
@@ -84,6 +90,10 @@ type Transport struct {
 	closed    bool
 	closing   chan struct{}
 
+	flushMu  sync.Mutex
+	flushSeq uint64
+	flushes  map[uint64]chan error
+
 	stats counters
 }
 
@@ -91,20 +101,30 @@ type Transport struct {
 type peer struct {
 	addr  string
 	ep    cucx.EP
-	conns map[uint64]*Conn
+	conns map[uint64]*Conn // under Transport.mu
 	info  atomic.Pointer[[]string]
-	gone  bool // the endpoint is closed or closing (under Transport.mu)
+
+	epMu sync.RWMutex // held (shared) while ep is used, so it is not closed under a user
+	gone bool         // ep is closed or closing (under epMu)
+}
+
+// errPeerGone reports a send on an endpoint that was closed.
+var errPeerGone = withDetail(ErrReset, "endpoint to the peer is closed")
+
+// use runs f with the peer's endpoint, unless it is closed.
+func (p *peer) use(f func(ep cucx.EP) error) error {
+	p.epMu.RLock()
+	defer p.epMu.RUnlock()
+	if p.gone {
+		return errPeerGone
+	}
+	return f(p.ep)
 }
 
 // closePeer closes p's endpoint once, whoever asks first (a failure on
 // the engine goroutine, or Close).
 func (t *Transport) closePeer(p *peer, force bool) {
 	t.mu.Lock()
-	if p.gone {
-		t.mu.Unlock()
-		return
-	}
-	p.gone = true
 	if t.peers[p.addr] == p {
 		delete(t.peers, p.addr)
 	}
@@ -112,7 +132,62 @@ func (t *Transport) closePeer(p *peer, force bool) {
 		delete(t.peersByEP, p.ep)
 	}
 	t.mu.Unlock()
+	p.epMu.Lock()
+	defer p.epMu.Unlock()
+	if p.gone {
+		return
+	}
+	p.gone = true
 	_ = t.eng.CloseEP(p.ep, force)
+}
+
+// flush waits until every send issued so far on p's endpoint is handed to
+// the transport, or timeout passes.
+func (t *Transport) flush(p *peer, timeout time.Duration) error {
+	ch := make(chan error, 1)
+	t.flushMu.Lock()
+	t.flushSeq++
+	token := t.flushSeq
+	t.flushes[token] = ch
+	t.flushMu.Unlock()
+	forget := func() {
+		t.flushMu.Lock()
+		delete(t.flushes, token)
+		t.flushMu.Unlock()
+	}
+	var done bool
+	err := p.use(func(ep cucx.EP) (err error) {
+		done, err = t.eng.Flush(ep, token)
+		return err
+	})
+	if done || err != nil {
+		forget()
+		return err
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-ch:
+		return err
+	case <-timer.C:
+		forget()
+		return timeoutError{}
+	}
+}
+
+func (t *Transport) flushDone(token uint64, st cucx.Status) {
+	t.flushMu.Lock()
+	ch := t.flushes[token]
+	delete(t.flushes, token)
+	t.flushMu.Unlock()
+	if ch == nil {
+		return
+	}
+	var err error
+	if st != cucx.StatusOK {
+		err = withDetail(ErrReset, "flush: %s", cucx.StatusString(st))
+	}
+	ch <- err
 }
 
 // counters are a Transport's statistics.
@@ -170,6 +245,9 @@ func NewTransport(cfg Config) (*Transport, error) {
 	if cfg.Name == "" {
 		cfg.Name = registry.UniqueName()
 	}
+	if cfg.Linger == 0 {
+		cfg.Linger = DefaultLinger
+	}
 	reg := cfg.Registry
 	if reg == nil {
 		var err error
@@ -186,6 +264,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 		peersByEP: make(map[cucx.EP]*peer),
 		listeners: make(map[string]*Listener),
 		closing:   make(chan struct{}),
+		flushes:   make(map[uint64]chan error),
 	}
 	eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin}, t)
 	if err != nil {
@@ -313,6 +392,15 @@ func (t *Transport) Close() error {
 	}
 	t.mu.Unlock()
 	for _, c := range conns {
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			// Closed cleanly (FIN sent), waiting for the peer's FIN:
+			// nothing to tell the peer.
+			c.fail(ErrTransportClosed)
+			continue
+		}
 		c.abort(stream.RstShutdown, ErrTransportClosed)
 	}
 	t.mu.Lock()
@@ -321,10 +409,24 @@ func (t *Transport) Close() error {
 		peers = append(peers, p)
 	}
 	t.mu.Unlock()
-	for _, p := range peers {
-		t.closePeer(p, false)
+	// Let what was sent reach the transport (bounded by Linger), then
+	// force the endpoints closed: a flush close to a dead peer could wait
+	// for its failure to be detected.
+	if t.cfg.Linger > 0 {
+		var wg sync.WaitGroup
+		for _, p := range peers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = t.flush(p, t.cfg.Linger)
+			}()
+		}
+		wg.Wait()
 	}
-	return t.eng.Close(time.Second)
+	for _, p := range peers {
+		t.closePeer(p, true)
+	}
+	return t.eng.Close(5 * time.Second)
 }
 
 func (t *Transport) isClosed() bool {
@@ -402,7 +504,7 @@ func (t *Transport) removeConn(c *Conn) {
 // send sends a header-only frame.
 func (t *Transport) sendCtl(p *peer, h stream.Header) error {
 	hb := h.Bytes()
-	return t.eng.Send(p.ep, hb[:], nil)
+	return p.use(func(ep cucx.EP) error { return t.eng.Send(ep, hb[:], nil) })
 }
 
 // HandleEvents implements progress.Handler. It runs on the engine
@@ -415,6 +517,8 @@ func (t *Transport) HandleEvents(evs []cucx.Event) {
 			t.handleFrame(ev)
 		case cucx.EventEPError:
 			t.handleEPError(ev.EP, ev.Status)
+		case cucx.EventFlushed:
+			t.flushDone(ev.Token, ev.Status)
 		default:
 			t.stats.badFrames.Add(1)
 		}
@@ -509,7 +613,7 @@ func (t *Transport) handleConnect(payload []byte) {
 	b, err := reply.MarshalBinary()
 	if err == nil {
 		hb := stream.Header{Kind: stream.KindAccept, ConnID: hello.ConnID, Length: uint32(len(b))}.Bytes()
-		err = t.eng.Send(p.ep, hb[:], b)
+		err = p.use(func(ep cucx.EP) error { return t.eng.Send(ep, hb[:], b) })
 	}
 	if err != nil {
 		c.fail(withDetail(ErrReset, "sending ACCEPT: %v", err))
@@ -523,7 +627,7 @@ func (t *Transport) handleEPError(ep cucx.EP, st cucx.Status) {
 	t.stats.peerFailures.Add(1)
 	t.mu.Lock()
 	p := t.peersByEP[ep]
-	if p == nil || p.gone {
+	if p == nil {
 		// Already closed by us: UCX reports the failure of an endpoint
 		// being closed; nothing is left to do.
 		t.mu.Unlock()

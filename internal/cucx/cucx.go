@@ -98,10 +98,11 @@ const (
 	EventFrame   = C.CUCX_EV_FRAME    // an active message arrived
 	EventEPError = C.CUCX_EV_EP_ERROR // an endpoint failed
 	EventBad     = C.CUCX_EV_BAD      // an active message ucxnet cannot take (dropped)
+	EventFlushed = C.CUCX_EV_FLUSHED  // an endpoint flush finished
 )
 
-// Event is one thing UCX reported during Progress. Header and Data point
-// into C memory that stays valid until the next Progress, Arm or Close.
+// Event is one thing UCX reported during Progress. Data points into C
+// memory that stays valid until the next Progress, Arm or Close.
 type Event struct {
 	Kind    int
 	Hdr     [HeaderMax]byte // the AM user header, copied (its first HeaderMax bytes)
@@ -109,7 +110,8 @@ type Event struct {
 	Data    []byte          // the AM payload (EventFrame)
 	DataLen int             // the payload length the sender used
 	EP      EP              // the endpoint that failed (EventEPError)
-	Status  Status          // why it failed (EventEPError)
+	Status  Status          // why it failed (EventEPError), or the flush result (EventFlushed)
+	Token   uint64          // the flush's token (EventFlushed)
 }
 
 // HeaderMax is how many bytes of a received AM header an Event keeps.
@@ -218,6 +220,13 @@ func (w *Worker) CloseEP(ep EP, force bool) error {
 	return statusErr("close endpoint", C.cucx_ep_close(w.w, ep.h(), f))
 }
 
+// Flush starts flushing ep. done reports that it finished at once;
+// otherwise an EventFlushed with token follows.
+func (w *Worker) Flush(ep EP, token uint64) (done bool, err error) {
+	st := C.cucx_ep_flush(w.w, ep.h(), C.uint64_t(token))
+	return st == C.UCS_OK, statusErr("flush endpoint", st)
+}
+
 // EPInfo returns UCX's description of the endpoint's configuration
 // (ucp_ep_print_info): its lanes, transports and devices.
 func (w *Worker) EPInfo(ep EP) string {
@@ -233,11 +242,14 @@ func (w *Worker) EPInfo(ep EP) string {
 // payload. Both are copied before Send returns. pending reports that UCX
 // still owns the copy and needs progress to finish it.
 func (w *Worker) Send(ep EP, header, data []byte) (pending bool, err error) {
-	var dp unsafe.Pointer
+	var hp, dp unsafe.Pointer
+	if len(header) > 0 {
+		hp = unsafe.Pointer(&header[0])
+	}
 	if len(data) > 0 {
 		dp = unsafe.Pointer(&data[0])
 	}
-	st := C.cucx_send(w.w, ep.h(), unsafe.Pointer(&header[0]), C.size_t(len(header)), dp, C.size_t(len(data)))
+	st := C.cucx_send(w.w, ep.h(), hp, C.size_t(len(header)), dp, C.size_t(len(data)))
 	runtime.KeepAlive(header)
 	runtime.KeepAlive(data)
 	return st == C.UCS_INPROGRESS, statusErr("send", st)
@@ -276,6 +288,9 @@ func (w *Worker) events(evs []Event) []Event {
 		switch ev.Kind {
 		case EventEPError:
 			ev.EP = EP{e.ep}
+			ev.Status = Status(e.status)
+		case EventFlushed:
+			ev.Token = uint64(e.token)
 			ev.Status = Status(e.status)
 		default:
 			copy(ev.Hdr[:], unsafe.Slice((*byte)(unsafe.Pointer(&e.hdr[0])), HeaderMax))

@@ -83,6 +83,7 @@ static cucx_event_t *ev_push(cucx_worker_t *w)
     e->data = NULL;
     e->len = 0;
     e->ep = NULL;
+    e->token = 0;
     return e;
 }
 
@@ -279,6 +280,52 @@ ucs_status_t cucx_ep_close(cucx_worker_t *w, ucp_ep_h ep, int force)
     return UCS_INPROGRESS;
 }
 
+typedef struct {
+    cucx_worker_t *w;
+    uint64_t       token;
+} flush_arg_t;
+
+static void flush_cb(void *request, ucs_status_t status, void *user_data)
+{
+    flush_arg_t *a = user_data;
+    cucx_worker_t *w = a->w;
+    cucx_event_t *e = ev_push(w);
+    w->inflight--;
+    if (e != NULL) {
+        e->kind = CUCX_EV_FLUSHED;
+        e->token = a->token;
+        e->status = status;
+    }
+    free(a);
+    ucp_request_free(request);
+}
+
+/* Starts flushing ep: every send issued on it so far completes (is handed
+ * to the transport) before the flush does. UCS_INPROGRESS means a
+ * CUCX_EV_FLUSHED event with token will follow; UCS_OK means done now. */
+ucs_status_t cucx_ep_flush(cucx_worker_t *w, ucp_ep_h ep, uint64_t token)
+{
+    flush_arg_t *a = malloc(sizeof(*a));
+    if (a == NULL) return UCS_ERR_NO_MEMORY;
+    a->w = w;
+    a->token = token;
+    ucp_request_param_t p = {0};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = flush_cb;
+    p.user_data = a;
+    ucs_status_ptr_t r = ucp_ep_flush_nbx(ep, &p);
+    if (r == NULL) {
+        free(a);
+        return UCS_OK;
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        free(a);
+        return UCS_PTR_STATUS(r);
+    }
+    w->inflight++;
+    return UCS_INPROGRESS;
+}
+
 /* Returns ucp_ep_print_info's text (malloc'ed; the caller frees it). */
 char *cucx_ep_info(ucp_ep_h ep)
 {
@@ -334,7 +381,7 @@ ucs_status_t cucx_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hd
 {
     cucx_buf_t *b = buf_get(w, hdr_len + len);
     if (b == NULL) return UCS_ERR_NO_MEMORY;
-    memcpy(b->data, hdr, hdr_len);
+    if (hdr_len) memcpy(b->data, hdr, hdr_len);
     if (len) memcpy(b->data + hdr_len, data, len);
     return send_buf(w, ep, b, hdr_len, len);
 }

@@ -15,7 +15,8 @@
 enum {
     CUCX_EV_FRAME = 1,    /* an active message: hdr + data */
     CUCX_EV_EP_ERROR = 2, /* an endpoint failed: ep, status */
-    CUCX_EV_BAD = 3       /* an active message we cannot take (bad header size, rendezvous) */
+    CUCX_EV_BAD = 3,      /* an active message we cannot take (bad header size, rendezvous) */
+    CUCX_EV_FLUSHED = 4   /* an endpoint flush finished: token, status */
 };
 
 enum {
@@ -33,6 +34,7 @@ typedef struct {
     void    *data;
     size_t   len;
     ucp_ep_h ep;
+    uint64_t token;
 } cucx_event_t;
 
 typedef struct cucx_buf cucx_buf_t;
@@ -60,6 +62,7 @@ void         cucx_close(cucx_worker_t *w);
 ucs_status_t cucx_address(cucx_worker_t *w, void **addr, size_t *len);
 void         cucx_release_address(cucx_worker_t *w, void *addr);
 ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, ucp_ep_h *ep);
+ucs_status_t cucx_ep_flush(cucx_worker_t *w, ucp_ep_h ep, uint64_t token);
 ucs_status_t cucx_ep_close(cucx_worker_t *w, ucp_ep_h ep, int force);
 char        *cucx_ep_info(ucp_ep_h ep);
 ucs_status_t cucx_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hdr_len,

@@ -14,6 +14,7 @@ package progress
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -94,15 +95,20 @@ func (e *Engine) Address() []byte { return e.addr }
 
 // Do runs f with the worker locked. f must not block.
 func (e *Engine) Do(f func(w *cucx.Worker) error) error {
+	if err := e.locked(f); err != nil {
+		return err
+	}
+	e.kick()
+	return nil
+}
+
+func (e *Engine) locked(f func(w *cucx.Worker) error) error {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.closed {
-		e.mu.Unlock()
 		return ErrClosed
 	}
-	err := f(e.w)
-	e.mu.Unlock()
-	e.kick()
-	return err
+	return f(e.w)
 }
 
 // Connect creates an endpoint to the worker at addr.
@@ -117,6 +123,16 @@ func (e *Engine) Connect(addr []byte) (ep cucx.EP, err error) {
 // CloseEP starts closing ep (see cucx.Worker.CloseEP).
 func (e *Engine) CloseEP(ep cucx.EP, force bool) error {
 	return e.Do(func(w *cucx.Worker) error { return w.CloseEP(ep, force) })
+}
+
+// Flush starts flushing ep. done reports that it finished at once;
+// otherwise the Handler receives an EventFlushed carrying token.
+func (e *Engine) Flush(ep cucx.EP, token uint64) (done bool, err error) {
+	err = e.Do(func(w *cucx.Worker) error {
+		done, err = w.Flush(ep, token)
+		return err
+	})
+	return done, err
 }
 
 // EPInfo returns UCX's description of ep.
@@ -253,8 +269,13 @@ func (e *Engine) Close(linger time.Duration) error {
 		time.Sleep(50 * time.Microsecond)
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.closed = true
+	if n := e.w.Stats().Inflight; n > 0 {
+		// UCX asserts (aborts the process) when a worker is destroyed with
+		// requests outstanding: leak it rather than crash.
+		return fmt.Errorf("progress: %d UCX operations still outstanding after %v; worker leaked", n, linger)
+	}
 	e.w.Close()
-	e.mu.Unlock()
 	return nil
 }

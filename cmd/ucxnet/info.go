@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/registry"
+	"github.com/ucxnet/ucxnet/ucxnet"
+)
+
+var infoCmd = &command{
+	Name:  "info",
+	Args:  "[NAME]",
+	Short: "show UCX version, transports, settings and registry; probe NAME",
+	Long: `Info shows the UCX library version, the transports and devices UCX offers
+on this host (from "ucx_info -d"), the UCX settings ucxnet changes, the
+UCX_* variables set in the environment and the registry in use.
+
+With NAME it also resolves NAME in the registry, prints the entry, dials it
+and prints which UCX transports carry the conn, then closes the conn.`,
+	Setup: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
+		timeout := fs.Duration("timeout", 10*time.Second, "dial `timeout` for NAME")
+		return func(ctx context.Context, sio *stdio, args []string) error {
+			if len(args) > 1 {
+				return usagef("at most one NAME, got %d arguments", len(args))
+			}
+			return runInfo(ctx, sio, args, *timeout)
+		}
+	},
+}
+
+func runInfo(ctx context.Context, sio *stdio, args []string, timeout time.Duration) error {
+	w := sio.Out
+	fmt.Fprintf(w, "UCX version %s\n", cucx.Version())
+
+	fmt.Fprintf(w, "\nTransports and devices (ucx_info -d):\n")
+	if tls, err := ucxInfoDevices(ctx); err != nil {
+		fmt.Fprintf(w, "  %v\n", err)
+	} else if len(tls) == 0 {
+		fmt.Fprintf(w, "  none reported\n")
+	} else {
+		for _, t := range tls {
+			fmt.Fprintf(w, "  %-10s %s\n", t.name, strings.Join(t.devices, ", "))
+		}
+	}
+
+	fmt.Fprintf(w, "\nUCX settings ucxnet applies (unless the environment sets them):\n")
+	defs := ucxnet.EffectiveUCXDefaults()
+	if len(defs) == 0 {
+		fmt.Fprintf(w, "  none\n")
+	}
+	for _, k := range sortedKeys(defs) {
+		fmt.Fprintf(w, "  %s=%s\n", k, defs[k])
+	}
+
+	fmt.Fprintf(w, "\nUCX_* environment variables:\n")
+	env := ucxEnv()
+	if len(env) == 0 {
+		fmt.Fprintf(w, "  none (UCX uses its defaults; UCX_TLS unset means all transports)\n")
+	}
+	for _, kv := range env {
+		fmt.Fprintf(w, "  %s\n", kv)
+	}
+
+	fmt.Fprintf(w, "\nRegistry:\n")
+	spec := os.Getenv(registry.EnvRegistry)
+	if spec == "" {
+		spec = "(unset: default)"
+	}
+	fmt.Fprintf(w, "  %s=%s\n", registry.EnvRegistry, spec)
+	reg, err := registry.FromEnv()
+	if err != nil {
+		return fmt.Errorf("opening registry: %w", err)
+	}
+	fmt.Fprintf(w, "  in use: %s\n", reg)
+
+	if len(args) == 0 {
+		return nil
+	}
+	return probe(ctx, sio, reg, args[0], timeout)
+}
+
+// probe resolves name, prints its entry, dials it and prints the conn's
+// transports.
+func probe(ctx context.Context, sio *stdio, reg registry.Registry, name string, timeout time.Duration) error {
+	w := sio.Out
+	fmt.Fprintf(w, "\nName %q:\n", name)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	e, err := reg.Resolve(rctx, name)
+	if err != nil {
+		if !errors.Is(err, registry.ErrNotFound) {
+			return fmt.Errorf("resolving %q: %w", name, err)
+		}
+		// Perhaps a service name: list its instances.
+		insts, ierr := reg.Instances(rctx, name)
+		if ierr != nil || len(insts) == 0 {
+			fmt.Fprintf(w, "  does not resolve: %v\n", err)
+			return fmt.Errorf("%q does not resolve in %s", name, reg)
+		}
+		fmt.Fprintf(w, "  service with %d live instance(s):\n", len(insts))
+		for _, in := range insts {
+			printEntry(w, in, "    ")
+		}
+	} else {
+		fmt.Fprintf(w, "  resolves:\n")
+		printEntry(w, e, "    ")
+	}
+
+	t, err := ucxnet.DefaultTransport()
+	if err != nil {
+		return err
+	}
+	d := ucxnet.Dialer{Timeout: timeout, Transport: t}
+	start := time.Now()
+	nc, err := d.DialContext(ctx, "ucx", name)
+	if err != nil {
+		fmt.Fprintf(w, "  dial: %v\n", err)
+		return err
+	}
+	rtt := time.Since(start)
+	c := nc.(*ucxnet.Conn)
+	fmt.Fprintf(w, "  dial: ok in %v (local %s, remote %s)\n", rtt.Round(time.Microsecond), c.LocalAddr(), c.RemoteAddr())
+	fmt.Fprintf(w, "  transports: %s\n", strings.Join(c.Transports(), " "))
+	// Close gracefully: FIN, then give the listener a moment to answer
+	// with its own (a conn still waiting for the peer's FIN is reset by
+	// Transport.Close), and to read our FIN before this process exits.
+	c.CloseWrite()
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, c)
+	c.Close()
+	closeTransport(t, time.Second)
+	return nil
+}
+
+func printEntry(w io.Writer, e registry.Entry, indent string) {
+	fmt.Fprintf(w, "%sname:    %s\n", indent, e.Name)
+	if e.Service != "" {
+		fmt.Fprintf(w, "%sservice: %s\n", indent, e.Service)
+	}
+	fmt.Fprintf(w, "%spid:     %d\n", indent, e.PID)
+	fmt.Fprintf(w, "%shost:    %s\n", indent, e.Host)
+	fmt.Fprintf(w, "%saddress: %d bytes (packed UCX worker address)\n", indent, len(e.Address))
+	for _, k := range sortedKeys(e.Meta) {
+		fmt.Fprintf(w, "%smeta:    %s=%s\n", indent, k, e.Meta[k])
+	}
+}
+
+type ucxTransport struct {
+	name    string
+	devices []string
+}
+
+// ucxInfoDevices runs "ucx_info -d" and pairs its "Transport:" and
+// "Device:" lines, in the order ucx_info reports them.
+func ucxInfoDevices(ctx context.Context) ([]ucxTransport, error) {
+	path, err := exec.LookPath("ucx_info")
+	if err != nil {
+		return nil, errors.New("ucx_info not found in PATH (install ucx-utils to list devices)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, path, "-d")
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("ucx_info -d: %v", err)
+	}
+	return parseUCXInfo(out.Bytes()), nil
+}
+
+func parseUCXInfo(b []byte) []ucxTransport {
+	var res []ucxTransport
+	idx := map[string]int{}
+	cur := ""
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(strings.TrimLeft(sc.Text(), "#"))
+		if v, ok := strings.CutPrefix(line, "Transport:"); ok {
+			cur = strings.TrimSpace(v)
+			if _, seen := idx[cur]; !seen {
+				idx[cur] = len(res)
+				res = append(res, ucxTransport{name: cur})
+			}
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "Device:"); ok && cur != "" {
+			t := &res[idx[cur]]
+			t.devices = append(t.devices, strings.TrimSpace(v))
+		}
+	}
+	return res
+}
+
+// ucxEnv returns the UCX_* environment variables, sorted.
+func ucxEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "UCX_") {
+			out = append(out, kv)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// bin is the ucxnet binary built once by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ucxnet-cmd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "ucxnet")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building ucxnet:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// binCommand returns a command running the binary with a private registry.
+func binCommand(ctx context.Context, t *testing.T, reg string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "UCXNET_REGISTRY=dir:"+reg)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// runBin runs the binary to completion with stdin and a timeout.
+func runBin(t *testing.T, reg string, stdin io.Reader, timeout time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := binCommand(ctx, t, reg, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("ucxnet %s: %v\nstderr:\n%s", strings.Join(args, " "), err, r.stderr)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("ucxnet %s: timed out after %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func TestHelp(t *testing.T) {
+	reg := t.TempDir()
+	r := runBin(t, reg, nil, 10*time.Second, "help")
+	if r.code != 0 {
+		t.Fatalf("help: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, c := range []string{"demo", "info", "cat"} {
+		if !strings.Contains(r.stdout, "\n  "+c) {
+			t.Errorf("help does not list %q:\n%s", c, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "demo-server") {
+		t.Errorf("help lists the hidden demo-server:\n%s", r.stdout)
+	}
+	for _, c := range []string{"demo", "info", "cat", "demo-server"} {
+		r := runBin(t, reg, nil, 10*time.Second, c, "--help")
+		if r.code != 0 || !strings.Contains(r.stdout, "Usage: ucxnet "+c) {
+			t.Errorf("%s --help: exit %d, stdout:\n%s\nstderr:\n%s", c, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runBin(t, reg, nil, 10*time.Second, "help", "cat"); r.code != 0 || !strings.Contains(r.stdout, "-l") {
+		t.Errorf("help cat: exit %d, stdout:\n%s", r.code, r.stdout)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	reg := t.TempDir()
+	for _, args := range [][]string{
+		{"no-such-command"},
+		{},
+		{"cat", "--no-such-flag", "x"},
+		{"cat"}, // NAME missing
+	} {
+		r := runBin(t, reg, nil, 10*time.Second, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "Usage") {
+			t.Errorf("ucxnet %q: exit %d (want 2), stderr:\n%s", args, r.code, r.stderr)
+		}
+	}
+}
+
+func TestInfo(t *testing.T) {
+	reg := t.TempDir()
+	r := runBin(t, reg, nil, 20*time.Second, "info")
+	if r.code != 0 {
+		t.Fatalf("info: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, s := range []string{"UCX version 1.", "Transports and devices", "dir:" + reg} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("info output lacks %q:\n%s", s, r.stdout)
+		}
+	}
+	// A name that is not there: exit 1 with the error on stderr.
+	r = runBin(t, reg, nil, 20*time.Second, "info", "nobody-here")
+	if r.code != 1 || !strings.Contains(r.stderr, "ucxnet: info: ") || !strings.Contains(r.stdout, "does not resolve") {
+		t.Errorf("info nobody-here: exit %d (want 1)\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// bgProc is a background ucxnet process.
+type bgProc struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	stderr lockedBuffer
+	done   chan struct{}
+	err    error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// startListener starts "ucxnet cat -l name" with stdin and waits until it
+// announces that it listens.
+func startListener(ctx context.Context, t *testing.T, reg, name string, stdin io.Reader) *bgProc {
+	t.Helper()
+	p := &bgProc{done: make(chan struct{})}
+	p.cmd = binCommand(ctx, t, reg, "cat", "-l", name)
+	p.cmd.Stdin = stdin
+	p.cmd.Stdout = &p.stdout
+	pr, pw := io.Pipe()
+	p.cmd.Stderr = io.MultiWriter(&p.stderr, pw)
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		pw.Close()
+		close(p.done)
+	}()
+	listening := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		ok := false
+		for sc.Scan() {
+			if !ok && strings.Contains(sc.Text(), "listening as "+name) {
+				ok = true
+				listening <- true
+			}
+		}
+		if !ok {
+			listening <- false
+		}
+	}()
+	select {
+	case ok := <-listening:
+		if !ok {
+			<-p.done
+			t.Fatalf("cat -l %s exited without listening: %v\nstderr:\n%s", name, p.err, p.stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("cat -l %s: not listening after 20s\nstderr:\n%s", name, p.stderr.String())
+	}
+	return p
+}
+
+func (p *bgProc) wait(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("%s: did not exit within %v\nstderr:\n%s", p.cmd.Args, timeout, p.stderr.String())
+	}
+	if p.err != nil {
+		t.Fatalf("%s: %v\nstderr:\n%s", p.cmd.Args, p.err, p.stderr.String())
+	}
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestCat pipes 1 MiB each way between "cat -l" and "cat" in two
+// processes.
+func TestCat(t *testing.T) {
+	reg := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	up := randomBytes(t, 1<<20)   // dialer → listener
+	down := randomBytes(t, 1<<20) // listener → dialer
+
+	l := startListener(ctx, t, reg, "cat-test", bytes.NewReader(down))
+	r := runBin(t, reg, bytes.NewReader(up), 30*time.Second, "cat", "cat-test")
+	if r.code != 0 {
+		t.Fatalf("cat cat-test: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	l.wait(t, 20*time.Second)
+
+	if got, want := sha256.Sum256(l.stdout.Bytes()), sha256.Sum256(up); got != want {
+		t.Errorf("listener received %d bytes, sha256 %x; dialer sent %d bytes, sha256 %x", l.stdout.Len(), got[:8], len(up), want[:8])
+	}
+	if got, want := sha256.Sum256([]byte(r.stdout)), sha256.Sum256(down); got != want {
+		t.Errorf("dialer received %d bytes, sha256 %x; listener sent %d bytes, sha256 %x", len(r.stdout), got[:8], len(down), want[:8])
+	}
+	for _, s := range []string{l.stderr.String(), r.stderr} {
+		if !strings.Contains(s, " via ") {
+			t.Errorf("cat does not report its transports:\n%s", s)
+		}
+	}
+	// The listener accepted one conn and withdrew its name.
+	if r := runBin(t, reg, nil, 20*time.Second, "cat", "cat-test"); r.code != 1 || !strings.Contains(r.stderr, "ucxnet: cat: ") {
+		t.Errorf("cat to a finished listener: exit %d (want 1), stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestInfoName probes a live listener with "info NAME".
+func TestInfoName(t *testing.T) {
+	reg := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	l := startListener(ctx, t, reg, "info-test", nil) // empty stdin: finishes after one conn
+	r := runBin(t, reg, nil, 20*time.Second, "info", "info-test")
+	if r.code != 0 {
+		t.Fatalf("info info-test: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, s := range []string{"resolves:", "pid:", "address:", "dial: ok", "transports: "} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("info info-test lacks %q:\n%s", s, r.stdout)
+		}
+	}
+	l.wait(t, 20*time.Second)
+}
+
+func TestDemo(t *testing.T) {
+	reg := t.TempDir()
+	// Smaller than the defaults, to keep the test quick under -race on a
+	// small machine; the path is the same.
+	r := runBin(t, reg, nil, 45*time.Second, "demo", "--rr", "300", "--rr-time", "1s", "--download", "16", "--echo", "8")
+	if r.code != 0 {
+		t.Fatalf("demo: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, s := range []string{"UCX version", "UCX transports [", "sha256 ok", "64 B round trip p50", "16 MiB download", "demo finished"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("demo output lacks %q:\n%s", s, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "(unknown)") {
+		t.Errorf("demo could not tell the transports:\n%s", r.stdout)
+	}
+	t.Logf("demo output:\n%s", r.stdout)
+}
