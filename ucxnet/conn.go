@@ -36,7 +36,7 @@ type Conn struct {
 	state  int
 	rwin   stream.RecvWindow
 	reasm  *stream.Reassembler
-	rbuf   [][]byte // in-order data not yet read
+	rbuf   []stream.Segment // in-order data not yet read; Data is held UCX memory (Ref) or Go memory
 	rEOF   bool     // the peer's FIN was delivered
 	rerr   error    // reset / failure, reported after buffered data
 	rwait  int      // readers waiting
@@ -142,19 +142,29 @@ func (c *Conn) Read(b []byte) (int, error) {
 				return 0, nil
 			}
 			n := 0
+			var doneBuf [8]cucx.DataRef
+			done := doneBuf[:0]
 			for n < len(b) && len(c.rbuf) > 0 {
-				m := copy(b[n:], c.rbuf[0])
+				seg := &c.rbuf[0]
+				m := copy(b[n:], seg.Data)
 				n += m
-				if m == len(c.rbuf[0]) {
-					c.rbuf[0] = nil
-					c.rbuf = c.rbuf[1:]
-				} else {
-					c.rbuf[0] = c.rbuf[0][m:]
+				if m < len(seg.Data) {
+					seg.Data = seg.Data[m:]
+					break
 				}
+				if seg.Ref.Kind != 0 {
+					done = append(done, cucx.DataRef(seg.Ref))
+				}
+				c.rbuf[0] = stream.Segment{}
+				c.rbuf = c.rbuf[1:]
+			}
+			if len(c.rbuf) == 0 {
+				c.rbuf = c.rbuf[:0:0]
 			}
 			limit, send := c.rwin.Consume(n)
 			open := c.state == stateOpen && !c.rEOF
 			c.mu.Unlock()
+			c.t.eng.Release(done...)
 			if send && open {
 				c.sendWindow(limit)
 			}
@@ -333,6 +343,9 @@ func (c *Conn) Close() error {
 	}
 	c.closed = true
 	unread := len(c.rbuf) > 0 || c.reasm.Pending() > 0
+	if !unread {
+		c.dropLocked() // nothing to read; release what a failure kept
+	}
 	c.mu.Unlock()
 	close(c.closedCh)
 
@@ -368,6 +381,7 @@ func (c *Conn) Close() error {
 func (c *Conn) abort(code stream.RstCode, err error) {
 	c.mu.Lock()
 	send := c.state == stateOpen
+	c.dropLocked()
 	c.failLocked(err)
 	c.mu.Unlock()
 	if send {
@@ -385,7 +399,46 @@ func (c *Conn) fail(err error) {
 	c.t.removeConn(c)
 }
 
+// dropLocked releases all received data not yet read. c.mu is held.
+func (c *Conn) dropLocked() {
+	var refs []cucx.DataRef
+	for _, s := range c.rbuf {
+		if s.Ref.Kind != 0 {
+			refs = append(refs, cucx.DataRef(s.Ref))
+		}
+	}
+	for _, s := range c.reasm.Drain() {
+		if s.Ref.Kind != 0 {
+			refs = append(refs, cucx.DataRef(s.Ref))
+		}
+	}
+	c.rbuf = nil
+	c.t.eng.Release(refs...)
+}
+
+// keepLocked moves unread data out of UCX memory into Go memory, so that it
+// stays readable after the conn leaves the transport (a peer's reset or
+// failure does not discard what already arrived). c.mu is held.
+func (c *Conn) keepLocked() {
+	var refs []cucx.DataRef
+	for i := range c.rbuf {
+		s := &c.rbuf[i]
+		if s.Ref.Kind != 0 {
+			refs = append(refs, cucx.DataRef(s.Ref))
+			s.Data = append([]byte(nil), s.Data...)
+			s.Ref = stream.Ref{}
+		}
+	}
+	for _, s := range c.reasm.Drain() { // can never be delivered now
+		if s.Ref.Kind != 0 {
+			refs = append(refs, cucx.DataRef(s.Ref))
+		}
+	}
+	c.t.eng.Release(refs...)
+}
+
 func (c *Conn) failLocked(err error) {
+	c.keepLocked()
 	if c.state == stateDialing || c.state == stateAbandoned {
 		c.dErr = err
 		close(c.dialDone)
@@ -450,10 +503,10 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte) {
 }
 
 // handleFrame takes DATA, FIN, WINDOW, RST and PING (engine goroutine).
-func (c *Conn) handleFrame(h stream.Header, data []byte) {
+func (c *Conn) handleFrame(h stream.Header, ev *cucx.Event) {
 	switch h.Kind {
 	case stream.KindData, stream.KindFin:
-		c.handleStream(h, data)
+		c.handleStream(h, ev)
 	case stream.KindWindow:
 		c.mu.Lock()
 		if c.swin.Update(h.Aux) {
@@ -466,7 +519,9 @@ func (c *Conn) handleFrame(h stream.Header, data []byte) {
 	}
 }
 
-func (c *Conn) handleStream(h stream.Header, data []byte) {
+// handleStream takes DATA and FIN. A DATA payload is not copied: the conn
+// holds UCX's receive descriptor until Read has copied it out.
+func (c *Conn) handleStream(h stream.Header, ev *cucx.Event) {
 	c.mu.Lock()
 	if c.state == stateDone || c.state == stateAbandoned {
 		c.mu.Unlock()
@@ -493,19 +548,16 @@ func (c *Conn) handleStream(h stream.Header, data []byte) {
 		// with RST when it arrives.
 		return
 	}
-	var buf []byte
-	if len(data) > 0 {
-		buf = make([]byte, len(data))
-		copy(buf, data)
-	}
-	segs, err := c.reasm.Push(stream.Segment{Kind: h.Kind, Seq: h.Seq, Data: buf})
+	seg := stream.Segment{Kind: h.Kind, Seq: h.Seq, Data: ev.Data, Ref: stream.Ref(ev.Ref())}
+	segs, err := c.reasm.Push(seg)
 	if err == stream.ErrDuplicate {
 		c.mu.Unlock()
 		c.t.stats.duplicates.Add(1)
-		return
+		return // not held: released with the batch
 	}
-	if err == nil && len(data) > 0 {
-		err = c.rwin.Receive(len(data))
+	if err == nil && len(ev.Data) > 0 {
+		ev.Hold() // the segment is in rbuf or pending now
+		err = c.rwin.Receive(len(ev.Data))
 	}
 	if err != nil {
 		c.mu.Unlock()
@@ -517,7 +569,7 @@ func (c *Conn) handleStream(h stream.Header, data []byte) {
 		if s.Kind == stream.KindFin {
 			c.rEOF = true
 		} else {
-			c.rbuf = append(c.rbuf, s.Data)
+			c.rbuf = append(c.rbuf, s)
 		}
 	}
 	if len(segs) > 0 {

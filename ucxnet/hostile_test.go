@@ -167,8 +167,9 @@ func TestHostilePeer(t *testing.T) {
 	for i := range 3 { // 96 KiB into a 64 KiB window
 		raw.sendFrame(t, stream.Header{Kind: stream.KindData, ConnID: sid, Seq: uint64(i)}, chunk)
 	}
-	expectReset(sc)
+	// (Wait before reading: a read would open the window.)
 	waitStat(t, p.server, "protocol resets", func(s Stats) uint64 { return s.ProtocolResets }, pr0+1)
+	expectReset(sc)
 
 	// A far-future sequence number resets the conn.
 	sid = raw.connect(t, name, 1003, 1<<20)

@@ -563,7 +563,7 @@ func (t *Transport) handleFrame(ev *cucx.Event) {
 			t.stats.unknownConn.Add(1)
 			return
 		}
-		c.handleFrame(h, ev.Data)
+		c.handleFrame(h, ev)
 	}
 }
 

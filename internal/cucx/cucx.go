@@ -22,7 +22,6 @@ package cucx
 #include "glue.h"
 
 static ucs_status_t cucx_signal(cucx_worker_t *w) { return ucp_worker_signal(w->worker); }
-static cucx_event_t *cucx_event(cucx_worker_t *w, size_t i) { return &w->ev[i]; }
 */
 import "C"
 
@@ -112,6 +111,34 @@ type Event struct {
 	EP      EP              // the endpoint that failed (EventEPError)
 	Status  Status          // why it failed (EventEPError), or the flush result (EventFlushed)
 	Token   uint64          // the flush's token (EventFlushed)
+
+	ref  DataRef
+	held bool
+}
+
+// DataRef is a handle on received data kept past its batch (see
+// Event.Hold). Its memory belongs to UCX (or the C heap) until released
+// with Worker.Release (through the engine). The zero DataRef holds
+// nothing.
+type DataRef struct {
+	Ptr  uintptr
+	Kind uint32
+}
+
+// Ref returns the handle Hold would return, without holding the data.
+func (e *Event) Ref() DataRef { return e.ref }
+
+// Hold keeps the event's Data valid past the batch: the caller owns it
+// from now on and must hand the returned DataRef back for release (once,
+// from any goroutine, through progress.Engine.Release). This is how
+// ucxnet reads payloads straight out of UCX's receive descriptors, with
+// no copy on the way in.
+func (e *Event) Hold() DataRef {
+	if e.ref.Kind == 0 {
+		return DataRef{}
+	}
+	e.held = true
+	return e.ref
 }
 
 // HeaderMax is how many bytes of a received AM header an Event keeps.
@@ -275,15 +302,26 @@ func (w *Worker) SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64
 // Progress releases the previous batch of events, progresses the worker
 // until it is idle or maxEvents events wait, and appends those events to
 // evs. It returns the extended slice and UCX's progress count.
-func (w *Worker) Progress(evs []Event, maxEvents int) ([]Event, int) {
-	n := int(C.cucx_progress(w.w, C.size_t(maxEvents)))
+//
+// release is held data to release first, in the same call.
+func (w *Worker) Progress(evs []Event, maxEvents int, release []DataRef) ([]Event, int) {
+	var rp *C.cucx_data_t
+	if len(release) > 0 {
+		rp = (*C.cucx_data_t)(unsafe.Pointer(&release[0]))
+	}
+	n := int(C.cucx_progress(w.w, C.size_t(maxEvents), rp, C.size_t(len(release))))
+	runtime.KeepAlive(release)
 	return w.events(evs), n
 }
 
 func (w *Worker) events(evs []Event) []Event {
 	nev := int(w.w.nev)
-	for i := 0; i < nev; i++ {
-		e := C.cucx_event(w.w, C.size_t(i))
+	if nev == 0 {
+		return evs
+	}
+	all := unsafe.Slice(w.w.ev, nev) // C memory, read without cgo calls
+	for i := range all {
+		e := &all[i]
 		ev := Event{Kind: int(e.kind), HdrLen: int(e.hdr_len), DataLen: int(e.len)}
 		switch ev.Kind {
 		case EventEPError:
@@ -296,11 +334,36 @@ func (w *Worker) events(evs []Event) []Event {
 			copy(ev.Hdr[:], unsafe.Slice((*byte)(unsafe.Pointer(&e.hdr[0])), HeaderMax))
 			if e.data != nil {
 				ev.Data = unsafe.Slice((*byte)(e.data), int(e.len))
+				ev.ref = DataRef{Ptr: uintptr(e.data), Kind: uint32(e.data_kind)}
 			}
 		}
 		evs = append(evs, ev)
 	}
 	return evs
+}
+
+// MarkHeld tells the C side which events of the last batch were held, so
+// that their data is not released with the batch.
+func (w *Worker) MarkHeld(evs []Event) {
+	nev := int(w.w.nev)
+	if nev == 0 {
+		return
+	}
+	all := unsafe.Slice(w.w.ev, nev)
+	for i := range evs {
+		if i < nev && evs[i].held {
+			all[i].data_kind = C.CUCX_DATA_NONE
+		}
+	}
+}
+
+// Release releases held data now. The worker must be locked.
+func (w *Worker) Release(refs []DataRef) {
+	if len(refs) == 0 {
+		return
+	}
+	C.cucx_release_data(w.w, (*C.cucx_data_t)(unsafe.Pointer(&refs[0])), C.size_t(len(refs)))
+	runtime.KeepAlive(refs)
 }
 
 // Arm releases the previous batch of events and arms the event fd. It
@@ -372,3 +435,7 @@ func Transports(info string) []string {
 	}
 	return out
 }
+
+// DataRef must have cucx_data_t's layout: Release passes a []DataRef to C.
+var _ [unsafe.Sizeof(DataRef{}) - C.sizeof_cucx_data_t]byte
+var _ [C.sizeof_cucx_data_t - unsafe.Sizeof(DataRef{})]byte

@@ -87,15 +87,30 @@ static cucx_event_t *ev_push(cucx_worker_t *w)
     return e;
 }
 
+static void release_one(cucx_worker_t *w, void *ptr, uint32_t kind)
+{
+    if (kind == CUCX_DATA_DESC) {
+        ucp_am_data_release(w->worker, ptr);
+    } else if (kind == CUCX_DATA_HEAP) {
+        free(ptr);
+    }
+}
+
+/* Releases data Go kept past its batch (see cucx_event_t.data_kind). */
+void cucx_release_data(cucx_worker_t *w, const cucx_data_t *rel, size_t nrel)
+{
+    for (size_t i = 0; i < nrel; i++) {
+        release_one(w, (void*)rel[i].ptr, rel[i].kind);
+    }
+}
+
+/* Releases the data of the last batch, except events whose data_kind Go
+ * cleared because it keeps the data (and releases it later). */
 void cucx_release_events(cucx_worker_t *w)
 {
     for (size_t i = 0; i < w->nev; i++) {
         cucx_event_t *e = &w->ev[i];
-        if (e->data_kind == CUCX_DATA_DESC) {
-            ucp_am_data_release(w->worker, e->data);
-        } else if (e->data_kind == CUCX_DATA_HEAP) {
-            free(e->data);
-        }
+        release_one(w, e->data, e->data_kind);
     }
     w->nev = 0;
 }
@@ -423,12 +438,14 @@ ucs_status_t cucx_send_frames(cucx_worker_t *w, ucp_ep_h ep, uint8_t *hdr, size_
 
 /* ---- progress ---------------------------------------------------------------- */
 
-/* Releases the previous batch, then progresses the worker until it has no
+/* Releases the previous batch and the kept data in rel, then progresses the worker until it has no
  * more work or max_events events are waiting. Returns the progress count. */
-unsigned cucx_progress(cucx_worker_t *w, size_t max_events)
+unsigned cucx_progress(cucx_worker_t *w, size_t max_events, const cucx_data_t *rel,
+                       size_t nrel)
 {
     unsigned total = 0, n;
     cucx_release_events(w);
+    cucx_release_data(w, rel, nrel);
     do {
         n = ucp_worker_progress(w->worker);
         total += n;

@@ -37,6 +37,13 @@ typedef struct {
     uint64_t token;
 } cucx_event_t;
 
+/* Received data kept past its progress batch (CUCX_DATA_DESC or _HEAP),
+ * handed back for release later. */
+typedef struct {
+    uintptr_t ptr;
+    uint32_t  kind;
+} cucx_data_t;
+
 typedef struct cucx_buf cucx_buf_t;
 
 typedef struct {
@@ -70,7 +77,9 @@ ucs_status_t cucx_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hd
 ucs_status_t cucx_send_frames(cucx_worker_t *w, ucp_ep_h ep, uint8_t *hdr, size_t hdr_len,
                               size_t seq_off, size_t len_off, uint64_t seq,
                               const uint8_t *data, size_t len, size_t frame, size_t *sent);
-unsigned     cucx_progress(cucx_worker_t *w, size_t max_events);
+unsigned     cucx_progress(cucx_worker_t *w, size_t max_events, const cucx_data_t *rel,
+                           size_t nrel);
+void         cucx_release_data(cucx_worker_t *w, const cucx_data_t *rel, size_t nrel);
 ucs_status_t cucx_arm(cucx_worker_t *w);
 void         cucx_release_events(cucx_worker_t *w);
 

@@ -64,8 +64,33 @@ type Engine struct {
 	stopping atomic.Bool
 	done     chan struct{}
 
+	relMu   sync.Mutex
+	release []cucx.DataRef // held data to release at the next progress call
+	relBuf  []cucx.DataRef // the engine goroutine's swap buffer
+
 	wakeups atomic.Uint64
 	batches atomic.Uint64
+}
+
+// Release hands back data held with cucx.Event.Hold. It is released at
+// the engine's next progress call (within its idle timeout at the latest).
+func (e *Engine) Release(refs ...cucx.DataRef) {
+	if len(refs) == 0 {
+		return
+	}
+	e.relMu.Lock()
+	e.release = append(e.release, refs...)
+	e.relMu.Unlock()
+}
+
+// takeReleases swaps out the pending releases (engine goroutine).
+func (e *Engine) takeReleases() []cucx.DataRef {
+	e.relMu.Lock()
+	r := e.release
+	e.release = e.relBuf[:0]
+	e.relMu.Unlock()
+	e.relBuf = r
+	return r
 }
 
 // Start opens a worker and starts its engine goroutine.
@@ -200,12 +225,14 @@ func (e *Engine) loop() {
 	last := time.Now()
 	for !e.stopping.Load() {
 		var n int
+		rel := e.takeReleases()
 		e.mu.Lock()
-		evs, n = e.w.Progress(evs[:0], e.cfg.MaxBatch)
+		evs, n = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
 		e.mu.Unlock()
 		if len(evs) > 0 {
 			e.batches.Add(1)
 			e.h.HandleEvents(evs)
+			e.w.MarkHeld(evs)
 			clear(evs) // drop references to C memory
 		}
 		if n > 0 || len(evs) > 0 {
@@ -255,12 +282,14 @@ func (e *Engine) Close(linger time.Duration) error {
 	deadline := time.Now().Add(linger)
 	var evs []cucx.Event
 	for {
+		rel := e.takeReleases()
 		e.mu.Lock()
-		evs, _ = e.w.Progress(evs[:0], e.cfg.MaxBatch)
+		evs, _ = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
 		inflight := e.w.Stats().Inflight
 		e.mu.Unlock()
 		if len(evs) > 0 {
 			e.h.HandleEvents(evs)
+			e.w.MarkHeld(evs)
 			clear(evs)
 		}
 		if inflight == 0 || time.Now().After(deadline) {
@@ -271,6 +300,8 @@ func (e *Engine) Close(linger time.Duration) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closed = true
+	e.w.ReleaseEvents()
+	e.w.Release(e.takeReleases()) // data still held is the handler's bug; release it anyway
 	if n := e.w.Stats().Inflight; n > 0 {
 		// UCX asserts (aborts the process) when a worker is destroyed with
 		// requests outstanding: leak it rather than crash.

@@ -22,6 +22,27 @@ type Segment struct {
 	Kind Kind   // KindData or KindFin
 	Seq  uint64 // sequence number; the first segment of a direction is 0
 	Data []byte // payload of a KindData segment; empty for KindFin
+	Ref  Ref    // the caller's handle on Data's memory; opaque here
+}
+
+// Ref is an opaque handle a caller attaches to a Segment, carried along
+// untouched: ucxnet keeps the UCX receive descriptor that holds Data in it,
+// to release it once Data is read.
+type Ref struct {
+	Ptr  uintptr
+	Kind uint32
+}
+
+// Drain removes and returns every held out-of-order segment, so that the
+// caller can release their memory (when a conn is torn down).
+func (r *Reassembler) Drain() []Segment {
+	out := make([]Segment, 0, len(r.pending))
+	for seq, s := range r.pending {
+		out = append(out, s)
+		delete(r.pending, seq)
+	}
+	r.pendingBytes = 0
+	return out
 }
 
 // Reassembler puts the ordered frames (KindData and KindFin) of one stream
