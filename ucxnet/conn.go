@@ -37,9 +37,9 @@ type Conn struct {
 	rwin   stream.RecvWindow
 	reasm  *stream.Reassembler
 	rbuf   []stream.Segment // in-order data not yet read; Data is held UCX memory (Ref) or Go memory
-	rEOF   bool     // the peer's FIN was delivered
-	rerr   error    // reset / failure, reported after buffered data
-	rwait  int      // readers waiting
+	rEOF   bool             // the peer's FIN was delivered
+	rerr   error            // reset / failure, reported after buffered data
+	rwait  int              // readers waiting
 	rcond  chan struct{}
 	swin   stream.SendWindow
 	wshut  bool // CloseWrite called: no more writes
