@@ -1,6 +1,7 @@
 package ucxnet
 
 import (
+	"crypto/hmac"
 	"io"
 	"net"
 	"os"
@@ -16,7 +17,8 @@ const (
 	stateDialing   = iota // CONNECT sent, waiting for ACCEPT/REFUSE
 	stateAbandoned        // the dialer gave up; reset whatever answer comes
 	stateOpen
-	stateDone // reset, failed, or closed and finished
+	stateDone        // reset, failed, or closed and finished
+	stateAuthPending // accepted, waiting for the dialer's pre-shared-key proof
 )
 
 // Conn is a ucxnet connection: a byte stream carried as UCX active
@@ -31,6 +33,7 @@ type Conn struct {
 	laddr    Addr
 	raddr    Addr
 	dialDone chan struct{} // closed when a dial is answered
+	auth     *authState    // pre-shared-key handshake state, if any
 
 	mu     sync.Mutex
 	state  int
@@ -497,9 +500,95 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte) {
 		c.abort(stream.RstAbort, net.ErrClosed)
 		return
 	}
+	a := c.auth
+	if a == nil {
+		a = &authState{}
+	}
+	var authErr error
+	switch {
+	case a.psk == nil && hello.MAC != nil:
+		authErr = withDetail(ErrRefused, "listener %q requires a pre-shared key", a.name)
+	case a.psk != nil && hello.MAC == nil:
+		authErr = withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", a.name)
+	case a.psk != nil && !hmac.Equal(hello.MAC, authMAC(a.psk, "accept", a.nd, hello.Nonce, c.id, hello.ConnID, a.name)):
+		authErr = withDetail(ErrRefused, "listener %q failed authentication: wrong pre-shared key", a.name)
+	}
+	if authErr != nil {
+		c.t.stats.authFailures.Add(1)
+		c.failLocked(authErr) // the dial fails with it
+		c.mu.Unlock()
+		c.t.stats.resetsSent.Add(1)
+		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRst, ConnID: c.remoteID, Aux: uint64(stream.RstAbort)})
+		c.t.removeConn(c)
+		return
+	}
+	if a.psk != nil {
+		// Prove we know the key too; the dial completes on the listener's
+		// confirmation (handleAuth).
+		a.nl = hello.Nonce
+		a.proving = true
+		proof := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.t.cfg.Window),
+			MAC: authMAC(a.psk, "dial", a.nd, a.nl, c.id, c.remoteID, a.name)}
+		c.mu.Unlock()
+		b, err := proof.MarshalBinary()
+		if err == nil {
+			hb := stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID, Length: uint32(len(b))}.Bytes()
+			err = c.peer.use(func(ep cucx.EP) error { return c.t.eng.Send(ep, hb[:], b) })
+		}
+		if err != nil {
+			c.fail(withDetail(ErrRefused, "sending AUTH: %v", err))
+		}
+		return
+	}
 	c.state = stateOpen
 	close(c.dialDone)
 	c.mu.Unlock()
+}
+
+// handleAuth takes the AUTH step of a pre-shared-key handshake: the
+// dialer's proof at the listener, or the listener's confirmation at the
+// dialer (engine goroutine).
+func (c *Conn) handleAuth(h stream.Header, payload []byte) {
+	c.mu.Lock()
+	a := c.auth
+	if h.Flags&stream.FlagReply != 0 { // at the dialer: confirmed
+		if c.state != stateDialing || a == nil || !a.proving {
+			c.mu.Unlock()
+			c.t.stats.badFrames.Add(1)
+			return
+		}
+		c.state = stateOpen
+		close(c.dialDone)
+		c.mu.Unlock()
+		return
+	}
+	if c.state != stateAuthPending || a == nil { // at the listener: the proof
+		c.mu.Unlock()
+		c.t.stats.badFrames.Add(1)
+		return
+	}
+	var hello stream.Hello
+	ok := hello.UnmarshalBinary(payload) == nil &&
+		hmac.Equal(hello.MAC, authMAC(a.psk, "dial", a.nd, a.nl, c.remoteID, c.id, a.name))
+	if !ok {
+		c.failLocked(withDetail(ErrRefused, "dialer failed authentication"))
+		c.mu.Unlock()
+		c.t.stats.authFailures.Add(1)
+		c.t.stats.refused.Add(1)
+		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRefuse, ConnID: c.remoteID, Aux: uint64(stream.RefuseAuth)})
+		c.t.removeConn(c)
+		return
+	}
+	c.state = stateOpen
+	c.mu.Unlock()
+	if !a.ln.enqueue(c) {
+		c.fail(withDetail(ErrRefused, "backlog full"))
+		c.t.stats.refused.Add(1)
+		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRefuse, ConnID: c.remoteID, Aux: uint64(stream.RefuseBacklog)})
+		return
+	}
+	c.t.stats.accepts.Add(1)
+	_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindAuth, Flags: stream.FlagReply, ConnID: c.remoteID})
 }
 
 // handleFrame takes DATA, FIN, WINDOW, RST and PING (engine goroutine).

@@ -25,6 +25,11 @@ type Dialer struct {
 	Timeout time.Duration
 	// Transport to dial from; nil means DefaultTransport.
 	Transport *Transport
+	// PSK, if set, is a pre-shared key: the dial succeeds only with a
+	// listener that proves it knows the same key, and proves it to the
+	// listener in turn. Nil means the key in the file $UCXNET_PSK_FILE
+	// names, if set.
+	PSK []byte
 }
 
 // Dial connects to the listener published as address, on the default
@@ -70,6 +75,10 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 			return nil, opErr(err)
 		}
 	}
+	psk, err := resolvePSK(d.PSK)
+	if err != nil {
+		return nil, opErr(err)
+	}
 	timeout := d.Timeout
 	if timeout <= 0 {
 		timeout = DefaultDialTimeout
@@ -98,10 +107,11 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	t.addConnLocked(c)
 	t.mu.Unlock()
 	c.laddr = Addr{Name: t.name + "#" + formatID(c.id)}
+	c.auth = &authState{psk: psk, nd: newNonce(), name: e.Name}
 
 	hello := stream.Hello{
 		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window),
-		Name: e.Name, LocalName: c.laddr.Name, WorkerAddr: t.eng.Address(),
+		Name: e.Name, LocalName: c.laddr.Name, WorkerAddr: t.eng.Address(), Nonce: c.auth.nd,
 	}
 	b, err := hello.MarshalBinary()
 	if err == nil {

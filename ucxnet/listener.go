@@ -23,11 +23,16 @@ type ListenConfig struct {
 	Meta map[string]string
 	// Backlog overrides the transport's Backlog for this listener.
 	Backlog int
+	// PSK, if set, is a pre-shared key dialers must prove they know
+	// (HMAC-SHA-256 challenge-response in the handshake; see Dialer.PSK).
+	// Nil means the key in the file $UCXNET_PSK_FILE names, if set.
+	PSK []byte
 }
 
 // Listener is a ucxnet listener. It implements net.Listener.
 type Listener struct {
 	t      *Transport
+	psk    []byte
 	addr   Addr
 	queue  chan *Conn
 	mu     sync.Mutex
@@ -75,11 +80,15 @@ func (lc *ListenConfig) listen(ctx context.Context, network, name string) (*List
 	if err := registry.ValidName(name); err != nil {
 		return nil, opErr(err)
 	}
+	psk, err := resolvePSK(lc.PSK)
+	if err != nil {
+		return nil, opErr(err)
+	}
 	backlog := lc.Backlog
 	if backlog <= 0 {
 		backlog = t.cfg.Backlog
 	}
-	l := &Listener{t: t, addr: Addr{Name: name}, queue: make(chan *Conn, backlog), done: make(chan struct{})}
+	l := &Listener{t: t, psk: psk, addr: Addr{Name: name}, queue: make(chan *Conn, backlog), done: make(chan struct{})}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

@@ -55,8 +55,8 @@ type Config struct {
 	// dials beyond it are refused. Default 512.
 	Backlog int
 	// Spin is how long the progress engine polls after activity before it
-	// sleeps: more spin trades CPU for latency. Default 50 µs; negative
-	// means never spin.
+	// sleeps: more spin trades CPU for latency. Default: $UCXNET_SPIN if
+	// set (a Go duration), else 50 µs; negative means never spin.
 	Spin time.Duration
 	// UCX holds UCX settings (names without the UCX_ prefix) applied on top
 	// of the environment.
@@ -196,6 +196,7 @@ type counters struct {
 	framesIn, bytesIn, framesOut, bytesOut          atomic.Uint64
 	badFrames, unknownConn, duplicates, resetsSent  atomic.Uint64
 	resetsRecv, protocolResets, peerFailures, conns atomic.Uint64
+	authFailures                                    atomic.Uint64
 }
 
 // Stats are a Transport's counters.
@@ -214,6 +215,7 @@ type Stats struct {
 	ResetsReceived uint64 // RST frames received
 	ProtocolResets uint64 // conns reset because the peer broke the protocol
 	PeerFailures   uint64 // endpoints UCX reported as failed
+	AuthFailures   uint64 // handshakes refused for a wrong or missing pre-shared key
 	OpenConns      uint64 // conns in the conn table now
 	Peers          uint64 // endpoints now
 	InflightSends  uint64 // sends whose buffers UCX still owns
@@ -239,7 +241,11 @@ func NewTransport(cfg Config) (*Transport, error) {
 	}
 	if cfg.Spin == 0 {
 		cfg.Spin = DefaultSpin
-	} else if cfg.Spin < 0 {
+		if v, err := time.ParseDuration(os.Getenv("UCXNET_SPIN")); err == nil {
+			cfg.Spin = v
+		}
+	}
+	if cfg.Spin < 0 {
 		cfg.Spin = 0
 	}
 	if cfg.Name == "" {
@@ -361,7 +367,7 @@ func (t *Transport) Stats() Stats {
 		BadFrames: s.badFrames.Load(), UnknownConn: s.unknownConn.Load(),
 		Duplicates: s.duplicates.Load(), ResetsSent: s.resetsSent.Load(),
 		ResetsReceived: s.resetsRecv.Load(), ProtocolResets: s.protocolResets.Load(),
-		PeerFailures: s.peerFailures.Load(), OpenConns: uint64(open), Peers: uint64(peers),
+		PeerFailures: s.peerFailures.Load(), AuthFailures: s.authFailures.Load(), OpenConns: uint64(open), Peers: uint64(peers),
 		InflightSends: t.eng.Stats().Inflight,
 	}
 }
@@ -520,8 +526,24 @@ func (t *Transport) HandleEvents(evs []cucx.Event) {
 		case cucx.EventFlushed:
 			t.flushDone(ev.Token, ev.Status)
 		default:
-			t.stats.badFrames.Add(1)
+			t.handleBad(ev)
 		}
+	}
+}
+
+// handleBad counts a frame UCX delivered but the C side could not take (a
+// rendezvous offer, an oversized header, or no memory for a copy). If it
+// was part of a conn's stream, that stream now has a gap that will never
+// fill: reset the conn rather than let it stall.
+func (t *Transport) handleBad(ev *cucx.Event) {
+	t.stats.badFrames.Add(1)
+	h, err := stream.DecodeHeader(ev.Header())
+	if err != nil || (h.Kind != stream.KindData && h.Kind != stream.KindFin) {
+		return
+	}
+	if c := t.lookup(h.ConnID); c != nil {
+		t.stats.protocolResets.Add(1)
+		c.abort(stream.RstProtocol, withDetail(ErrReset, "frame %d could not be received", h.Seq))
 	}
 }
 
@@ -550,13 +572,17 @@ func (t *Transport) handleFrame(ev *cucx.Event) {
 	switch h.Kind {
 	case stream.KindConnect:
 		t.handleConnect(ev.Data)
-	case stream.KindAccept, stream.KindRefuse:
+	case stream.KindAccept, stream.KindRefuse, stream.KindAuth:
 		c := t.lookup(h.ConnID)
 		if c == nil {
 			t.stats.unknownConn.Add(1)
 			return
 		}
-		c.handleHandshake(h, ev.Data)
+		if h.Kind == stream.KindAuth {
+			c.handleAuth(h, ev.Data)
+		} else {
+			c.handleHandshake(h, ev.Data)
+		}
 	default:
 		c := t.lookup(h.ConnID)
 		if c == nil {
@@ -591,11 +617,20 @@ func (t *Transport) handleConnect(payload []byte) {
 		refuse(stream.RefuseNoListener)
 		return
 	}
+	if l.psk != nil && len(hello.Nonce) != nonceLen {
+		t.stats.authFailures.Add(1)
+		refuse(stream.RefuseAuth) // a dialer without a key: no nonce to answer
+		return
+	}
 	c := newConn(t, p, Addr{Name: hello.Name}, Addr{Name: hello.LocalName})
 	c.remoteID = hello.ConnID
 	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
 	c.swin.Update(uint64(hello.Window))
 	c.state = stateOpen
+	if l.psk != nil {
+		c.state = stateAuthPending
+		c.auth = &authState{psk: l.psk, nd: hello.Nonce, nl: newNonce(), name: hello.Name, ln: l}
+	}
 	t.mu.Lock()
 	if t.closed || l.isClosed() {
 		t.mu.Unlock()
@@ -604,12 +639,25 @@ func (t *Transport) handleConnect(payload []byte) {
 	}
 	t.addConnLocked(c)
 	t.mu.Unlock()
-	if !l.enqueue(c) {
+	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window), Name: hello.Name, LocalName: hello.Name}
+	if c.auth != nil {
+		reply.Nonce = c.auth.nl
+		reply.MAC = authMAC(l.psk, "accept", c.auth.nd, c.auth.nl, hello.ConnID, c.id, hello.Name)
+		// The conn waits for the dialer's proof; it reaches Accept only then.
+		time.AfterFunc(authTimeout, func() {
+			c.mu.Lock()
+			pending := c.state == stateAuthPending
+			c.mu.Unlock()
+			if pending {
+				t.stats.authFailures.Add(1)
+				c.abort(stream.RstAbort, withDetail(ErrRefused, "no authentication within %v", authTimeout))
+			}
+		})
+	} else if !l.enqueue(c) {
 		t.removeConn(c)
 		refuse(stream.RefuseBacklog)
 		return
 	}
-	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window), Name: hello.Name, LocalName: hello.Name}
 	b, err := reply.MarshalBinary()
 	if err == nil {
 		hb := stream.Header{Kind: stream.KindAccept, ConnID: hello.ConnID, Length: uint32(len(b))}.Bytes()
@@ -619,7 +667,9 @@ func (t *Transport) handleConnect(payload []byte) {
 		c.fail(withDetail(ErrReset, "sending ACCEPT: %v", err))
 		return
 	}
-	t.stats.accepts.Add(1)
+	if c.auth == nil {
+		t.stats.accepts.Add(1)
+	}
 }
 
 // handleEPError fails every conn on a failed endpoint and closes it.

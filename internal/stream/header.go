@@ -45,6 +45,11 @@ const (
 	// KindPing is unordered with no payload, reserved for keepalive. Aux is
 	// echoed back in the reply, which carries FlagReply (a pong).
 	KindPing Kind = 8
+	// KindAuth is the pre-shared-key step of the handshake. From the dialer
+	// (ConnID = the listener's conn id) its payload is a Hello whose MAC
+	// answers the listener's challenge; the listener's reply (ConnID = the
+	// dialer's conn id, FlagReply, no payload) confirms the conn.
+	KindAuth Kind = 9
 )
 
 var kindNames = [...]string{
@@ -56,10 +61,11 @@ var kindNames = [...]string{
 	KindAccept:  "ACCEPT",
 	KindRefuse:  "REFUSE",
 	KindPing:    "PING",
+	KindAuth:    "AUTH",
 }
 
 // valid reports whether k is a kind this version understands.
-func (k Kind) valid() bool { return k >= KindData && k <= KindPing }
+func (k Kind) valid() bool { return k >= KindData && k <= KindAuth }
 
 // String returns the kind's name, such as "DATA", or "Kind(N)" if unknown.
 func (k Kind) String() string {
@@ -232,7 +238,7 @@ func DecodeHeader(b []byte) (Header, error) {
 // 1..maxPayload bytes (ErrEmptyData, ErrPayloadTooLarge); KindFin, KindRst,
 // KindWindow, KindRefuse and KindPing take none (ErrUnexpectedPayload);
 // KindConnect and KindAccept need a 1..MaxHelloLen byte Hello (ErrBadHello,
-// ErrPayloadTooLarge). KindConnect must have ConnID 0 and every other kind
+// ErrPayloadTooLarge); KindAuth takes at most MaxHelloLen bytes. KindConnect must have ConnID 0 and every other kind
 // a non-zero ConnID (ErrBadConnID).
 func (h Header) Validate(payloadLen int, maxPayload int) error {
 	if payloadLen < 0 || uint64(h.Length) != uint64(payloadLen) {
@@ -257,6 +263,10 @@ func (h Header) Validate(payloadLen int, maxPayload int) error {
 		if h.Length == 0 {
 			return fmt.Errorf("%w: empty %v payload", ErrBadHello, h.Kind)
 		}
+		if h.Length > MaxHelloLen {
+			return ErrPayloadTooLarge
+		}
+	case KindAuth:
 		if h.Length > MaxHelloLen {
 			return ErrPayloadTooLarge
 		}

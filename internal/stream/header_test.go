@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var allKinds = []Kind{KindData, KindFin, KindRst, KindWindow, KindConnect, KindAccept, KindRefuse, KindPing}
+var allKinds = []Kind{KindData, KindFin, KindRst, KindWindow, KindConnect, KindAccept, KindRefuse, KindPing, KindAuth}
 
 func TestHeaderRoundTrip(t *testing.T) {
 	for _, k := range allKinds {
@@ -59,7 +59,7 @@ func TestDecodeHeaderErrors(t *testing.T) {
 		_, err := DecodeHeader(b[:])
 		require.ErrorIs(t, err, ErrVersion)
 	}
-	for _, k := range []byte{0, 9, 255} {
+	for _, k := range []byte{0, 10, 255} {
 		b := good
 		b[1] = k
 		_, err := DecodeHeader(b[:])
@@ -106,6 +106,10 @@ func TestValidate(t *testing.T) {
 		{"accept no conn", Header{Kind: KindAccept, Length: 40}, 40, maxP, ErrBadConnID},
 		{"accept empty", Header{Kind: KindAccept, ConnID: 9}, 0, maxP, ErrBadHello},
 		{"unknown kind", Header{Kind: 99, ConnID: 9}, 0, maxP, ErrUnknownKind},
+		{"auth ok", Header{Kind: KindAuth, Length: 40, ConnID: 9}, 40, maxP, nil},
+		{"auth reply ok", Header{Kind: KindAuth, Flags: FlagReply, ConnID: 9}, 0, maxP, nil},
+		{"auth no conn", Header{Kind: KindAuth, Length: 40}, 40, maxP, ErrBadConnID},
+		{"auth too large", Header{Kind: KindAuth, Length: MaxHelloLen + 1, ConnID: 9}, MaxHelloLen + 1, maxP, ErrPayloadTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,12 +124,13 @@ func TestValidate(t *testing.T) {
 }
 
 func TestStrings(t *testing.T) {
-	names := []string{"DATA", "FIN", "RST", "WINDOW", "CONNECT", "ACCEPT", "REFUSE", "PING"}
+	names := []string{"DATA", "FIN", "RST", "WINDOW", "CONNECT", "ACCEPT", "REFUSE", "PING", "AUTH"}
 	for i, k := range allKinds {
 		require.Equal(t, names[i], k.String())
 	}
 	require.Equal(t, "Kind(0)", Kind(0).String())
-	require.Equal(t, "Kind(9)", Kind(9).String())
+	require.Equal(t, "Kind(10)", Kind(10).String())
+	require.Equal(t, "AUTH", KindAuth.String())
 	require.Equal(t, "abort", RstAbort.String())
 	require.Equal(t, "transport shutdown", RstShutdown.String())
 	require.Equal(t, "RstCode(77)", RstCode(77).String())
