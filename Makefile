@@ -7,18 +7,21 @@ TEST_TIMEOUT ?= 600s
 # Module folders: the core module and the nested ones that exist.
 MODULES   := . $(patsubst %/go.mod,%,$(wildcard compat/*/go.mod))
 
-.PHONY: all deps build vet test test-tcp test-sm run bench fuzz clean
+.PHONY: all deps build vet test test-tcp test-sm fuzz-short run bench fuzz clean
 
 all: build
 
-## deps: install UCX (libucx-dev, ucx-utils) with apt-get when pkg-config cannot find it.
+## deps: install UCX (libucx-dev, ucx-utils) and the network tools the namespace
+## tests use (iproute2, nftables) with apt-get when they are missing.
+DEB_PACKAGES := libucx-dev ucx-utils pkg-config iproute2 nftables
 deps:
-	@if pkg-config --exists ucx && command -v ucx_info >/dev/null 2>&1; then \
-		echo "deps: UCX $$(pkg-config --modversion ucx) found"; \
+	@if pkg-config --exists ucx && command -v ucx_info >/dev/null 2>&1 && \
+	    command -v ip >/dev/null 2>&1 && command -v nft >/dev/null 2>&1; then \
+		echo "deps: UCX $$(pkg-config --modversion ucx), ip and nft found"; \
 	else \
-		echo "deps: installing libucx-dev ucx-utils"; \
+		echo "deps: installing $(DEB_PACKAGES)"; \
 		$(SUDO) apt-get update -q && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q libucx-dev ucx-utils pkg-config; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(DEB_PACKAGES); \
 	fi
 
 build: deps
@@ -27,8 +30,14 @@ build: deps
 vet: deps
 	@for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
-## test: deps, go vet, then the whole suite with -race under UCX_TLS=tcp and UCX_TLS=sm.
-test: vet test-tcp test-sm
+## test: deps, go vet, the whole suite with -race under UCX_TLS=tcp and UCX_TLS=sm,
+## then a short run of each fuzz target (FUZZTIME each; `make fuzz` runs longer).
+FUZZTIME ?= 5s
+test: vet test-tcp test-sm fuzz-short
+
+fuzz-short: deps
+	@for f in FuzzDecodeHeader FuzzHello FuzzReassembly; do \
+		$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) ./internal/stream/ || exit 1; done
 
 test-tcp: deps
 	@for m in $(MODULES); do echo "== UCX_TLS=tcp $$m"; \
@@ -46,9 +55,7 @@ bench: build
 	./$(BIN) bench
 
 fuzz: deps
-	$(GO) test -run='^$$' -fuzz=FuzzDecodeHeader -fuzztime=30s ./internal/stream/
-	$(GO) test -run='^$$' -fuzz=FuzzHello -fuzztime=30s ./internal/stream/
-	$(GO) test -run='^$$' -fuzz=FuzzReassembly -fuzztime=30s ./internal/stream/
+	$(MAKE) fuzz-short FUZZTIME=60s
 
 clean:
 	rm -rf bin

@@ -69,9 +69,10 @@ var commands = []*command{
 	demoCmd,
 	infoCmd,
 	catCmd,
-	// benchCmd goes here (cmd/ucxnet/bench.go): `make bench` runs `ucxnet bench`.
+	benchCmd, // cmd/ucxnet/bench.go: `make bench` runs `ucxnet bench`.
 
-	demoServerCmd, // hidden: the child process of demo
+	demoServerCmd,  // hidden: the child process of demo
+	benchServerCmd, // hidden: the child process of bench
 }
 
 func lookup(name string) *command {

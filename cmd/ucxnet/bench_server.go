@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ucxnet/ucxnet/registry"
+	"github.com/ucxnet/ucxnet/ucxnet"
+)
+
+// benchServerCmd is the child process of bench: for each transport, an
+// echo server, a sink and an HTTP server.
+var benchServerCmd = &command{
+	Name:   "bench-server",
+	Hidden: true,
+	Short:  "(internal) the server process of bench",
+	Long: `Bench-server is started by "ucxnet bench". For each transport in
+--transports it listens three times: an echo server (every byte read is
+written back), a sink (reads to EOF, then writes the byte count as 8 bytes
+big-endian and closes) and an HTTP server (GET / answers 16 bytes). It
+prints "ready JSON" on stdout, JSON mapping transport to service to
+address, then answers commands on stdin, one a line:
+
+  rusage   answers "rusage USER_US SYS_US": this process's CPU time so far
+
+It exits at EOF on stdin (its parent is gone) or on a signal.`,
+	Setup: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
+		transports := fs.String("transports", "ucx,tcp,unix", "comma-separated `list` of ucx, tcp, unix")
+		dir := fs.String("dir", "", "`directory` for the unix sockets (required with unix)")
+		return func(ctx context.Context, sio *stdio, args []string) error {
+			if len(args) != 0 {
+				return usagef("bench-server takes no arguments")
+			}
+			tl, err := parseTransports(*transports)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			return runBenchServer(ctx, sio, tl, *dir)
+		}
+	},
+}
+
+// Bench services, each listened on once per transport.
+const (
+	svcEcho = "echo"
+	svcSink = "sink"
+	svcHTTP = "http"
+)
+
+var benchServices = []string{svcEcho, svcSink, svcHTTP}
+
+// benchHTTPBody is the answer of the bench HTTP server.
+var benchHTTPBody = []byte("bench response\n")
+
+func runBenchServer(ctx context.Context, sio *stdio, transports []string, dir string) error {
+	var (
+		lns   []benchListener
+		addrs = map[string]map[string]string{}
+		ut    *ucxnet.Transport
+	)
+	defer func() {
+		for _, l := range lns {
+			l.ln.Close()
+		}
+		if ut != nil {
+			ut.Close()
+		}
+	}()
+	for _, tr := range transports {
+		addrs[tr] = map[string]string{}
+		for _, svc := range benchServices {
+			var (
+				ln  net.Listener
+				err error
+			)
+			switch tr {
+			case "ucx":
+				if ut == nil {
+					if ut, err = ucxnet.DefaultTransport(); err != nil {
+						return err
+					}
+				}
+				lc := ucxnet.ListenConfig{Transport: ut}
+				ln, err = lc.Listen(ctx, "ucx", "bench-"+svc+"-"+registry.UniqueName())
+			case "tcp":
+				ln, err = net.Listen("tcp", "127.0.0.1:0")
+			case "unix":
+				if dir == "" {
+					return usagef("--dir is required with unix")
+				}
+				ln, err = net.Listen("unix", filepath.Join(dir, svc+".sock"))
+			}
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", tr, svc, err)
+			}
+			lns = append(lns, benchListener{svc, ln})
+			addrs[tr][svc] = ln.Addr().String()
+		}
+	}
+
+	errc := make(chan error, len(lns))
+	var servers []*http.Server
+	for _, l := range lns {
+		switch l.svc {
+		case svcHTTP:
+			s := &http.Server{Handler: benchHTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+			servers = append(servers, s)
+			go func() { errc <- s.Serve(l.ln) }()
+		case svcEcho:
+			go func() { errc <- serveConns(l.ln, benchEcho) }()
+		case svcSink:
+			go func() { errc <- serveConns(l.ln, benchSink) }()
+		}
+	}
+
+	b, err := json.Marshal(addrs)
+	if err != nil {
+		return err
+	}
+	out := bufio.NewWriter(sio.Out)
+	fmt.Fprintf(out, "ready %s\n", b)
+	if err := out.Flush(); err != nil {
+		return err
+	}
+
+	// Commands on stdin until EOF.
+	cmdDone := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(sio.In)
+		for sc.Scan() {
+			switch strings.TrimSpace(sc.Text()) {
+			case "rusage":
+				u, s := selfRusage()
+				fmt.Fprintf(out, "rusage %d %d\n", u.Microseconds(), s.Microseconds())
+			case "":
+				continue
+			default:
+				fmt.Fprintf(out, "error unknown command %q\n", sc.Text())
+			}
+			if err := out.Flush(); err != nil {
+				cmdDone <- err
+				return
+			}
+		}
+		cmdDone <- sc.Err()
+	}()
+	var serr error
+	select {
+	case <-cmdDone:
+	case <-ctx.Done():
+	case serr = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	for _, s := range servers {
+		s.Shutdown(sctx)
+	}
+	if serr != nil && !errors.Is(serr, http.ErrServerClosed) && !errors.Is(serr, net.ErrClosed) {
+		return serr
+	}
+	return nil
+}
+
+type benchListener struct {
+	svc string
+	ln  net.Listener
+}
+
+func benchHTTPHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Length", fmt.Sprint(len(benchHTTPBody)))
+		w.Write(benchHTTPBody)
+	})
+}
+
+// serveConns accepts conns on ln and runs f on each, until ln is closed.
+func serveConns(ln net.Listener, f func(net.Conn)) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer c.Close()
+			f(c)
+		}()
+	}
+}
+
+// benchEcho writes back whatever it reads, with a plain read/write loop
+// (io.Copy would splice TCP to TCP, a path ucxnet has no counterpart of).
+func benchEcho(c net.Conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// benchSink reads to EOF and acknowledges the byte count (8 bytes,
+// big-endian), so that the writer's measurement covers delivery.
+func benchSink(c net.Conn) {
+	buf := make([]byte, 1<<20)
+	var total uint64
+	for {
+		n, err := c.Read(buf)
+		total += uint64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return
+		}
+	}
+	var ack [8]byte
+	binary.BigEndian.PutUint64(ack[:], total)
+	c.Write(ack[:])
+	// Wait for the writer to close, so that the ack is not lost to an
+	// early close.
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.Read(buf[:1])
+}
+
+// selfRusage returns the user and system CPU time of this process so far.
+func selfRusage() (user, sys time.Duration) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, 0
+	}
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+}

@@ -1,0 +1,31 @@
+package ucxnet
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if goroutines outlive them.
+//
+// The one thing legitimately long-lived is the process-wide default
+// transport (DefaultTransport, used by the package-level Dial and Listen):
+// it is never closed, so its progress engine goroutine
+// (internal/progress.(*Engine).loop) runs until the process exits. That
+// goroutine cannot be told apart from a leaked transport's by its stack —
+// every engine's top frame is a syscall, a cgo call or runtime.Gosched, and
+// every one runs (*Engine).loop — so IgnoreTopFunction/IgnoreAnyFunction
+// on it would also hide transports that a test forgot to Close. Instead the
+// default transport is started here, before the tests, and IgnoreCurrent
+// ignores exactly the goroutines that exist now: its engine (and whatever
+// else a transport may start), the runtime's and the testing package's.
+// Every transport a test creates is still checked.
+func TestMain(m *testing.M) {
+	if _, err := DefaultTransport(); err != nil {
+		fmt.Fprintln(os.Stderr, "ucxnet tests: starting the default transport:", err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
+}
