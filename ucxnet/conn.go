@@ -256,12 +256,13 @@ func (c *Conn) Write(b []byte) (int, error) {
 
 		h := stream.Header{Kind: stream.KindData, ConnID: c.remoteID}
 		hb := h.Bytes()
+		frame := min(c.frame, c.peer.frameSize(c.t))
 		var sent int
 		err := c.peer.use(func(ep cucx.EP) (err error) {
-			sent, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], c.frame)
+			sent, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], frame)
 			return err
 		})
-		frames := (sent + c.frame - 1) / c.frame
+		frames := (sent + frame - 1) / frame
 		c.seq += uint64(frames)
 		c.t.stats.framesOut.Add(uint64(frames))
 		c.t.stats.bytesOut.Add(uint64(sent))

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,11 @@ type Config struct {
 	// Name is this transport's display name (a dialing conn's LocalAddr).
 	// Default: a unique name.
 	Name string
+	// FrameSize is the payload size writes are cut into (at most the
+	// smaller EagerMax of both sides). Zero picks one per peer from the UCX
+	// transports in use: 8000 bytes over shared memory (one FIFO segment),
+	// 64 KiB over TCP and RDMA. $UCXNET_FRAME_SIZE sets it too.
+	FrameSize int
 	// Linger bounds how long Close waits for UCX to hand the conn's last
 	// frames to the transport (like SO_LINGER), so that a process that
 	// exits right after Close loses nothing. Default 2 s; negative means
@@ -104,8 +110,60 @@ type peer struct {
 	conns map[uint64]*Conn // under Transport.mu
 	info  atomic.Pointer[[]string]
 
+	frame atomic.Int64 // frame size to send with, chosen from the transports (0: not yet)
+
 	epMu sync.RWMutex // held (shared) while ep is used, so it is not closed under a user
 	gone bool         // ep is closed or closing (under epMu)
+}
+
+// Frame sizes ucxnet sends with when Config.FrameSize is zero, by what
+// carries the endpoint (measured; see docs/PERFORMANCE.md).
+const (
+	// sharedMemoryFrame keeps a frame (with its headers) within one
+	// shared-memory FIFO segment (UCX_POSIX/SYSV_SEG_SIZE, 8256 bytes by
+	// default): UCX then copies it once, from the writer's buffer into the
+	// segment, and the reader copies it once out of the segment — no
+	// fragmenting and reassembling.
+	sharedMemoryFrame = 8000
+	// networkFrame amortises per-frame costs over TCP and RDMA.
+	networkFrame = 64 << 10
+)
+
+// frameSize returns the payload size to cut writes into on this peer's
+// endpoint: Config.FrameSize, or a size chosen from the UCX transports the
+// endpoint uses.
+func (p *peer) frameSize(t *Transport) int {
+	if t.cfg.FrameSize > 0 {
+		return t.cfg.FrameSize
+	}
+	if f := p.frame.Load(); f > 0 {
+		return int(f)
+	}
+	f := networkFrame
+	var tl []string
+	_ = p.use(func(ep cucx.EP) error {
+		tl = cucx.Transports(t.eng.EPInfo(ep))
+		return nil
+	})
+	if len(tl) > 0 && allSharedMemory(tl) {
+		f = sharedMemoryFrame
+	}
+	p.frame.Store(int64(f))
+	return f
+}
+
+// allSharedMemory reports whether every transport ("posix/memory", ...) is
+// a shared-memory one.
+func allSharedMemory(tl []string) bool {
+	for _, tr := range tl {
+		name, _, _ := strings.Cut(tr, "/")
+		switch name {
+		case "posix", "sysv", "xpmem", "knem", "cma", "self":
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // errPeerGone reports a send on an endpoint that was closed.
@@ -250,6 +308,11 @@ func NewTransport(cfg Config) (*Transport, error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name = registry.UniqueName()
+	}
+	if cfg.FrameSize <= 0 {
+		if v, err := strconv.Atoi(os.Getenv("UCXNET_FRAME_SIZE")); err == nil && v > 0 {
+			cfg.FrameSize = v
+		}
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = DefaultLinger

@@ -62,6 +62,7 @@ typedef struct {
     uint64_t      inflight;    /* sends UCX still owns */
     uint64_t      send_errors; /* sends that completed with an error */
     uint64_t      bufs_alloc;  /* buffers obtained from malloc */
+    uint64_t      imm_sends;   /* sends UCX completed from the caller's memory */
 } cucx_worker_t;
 
 ucs_status_t cucx_open(cucx_worker_t **out, const char **names, const char **values, int n);
