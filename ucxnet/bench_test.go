@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sort"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -107,4 +109,36 @@ func BenchmarkPingPong(b *testing.B) {
 		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
 	})
+}
+
+// BenchmarkIdleConns holds n idle conns open (both ends in this process)
+// and reports the memory each costs and the CPU the process burns while
+// they sit idle. Run with -benchtime=1x.
+func BenchmarkIdleConns(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			p := newPair(b, Config{})
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			conns := make([]net.Conn, 0, 2*n)
+			for range n {
+				c, s := p.conns(b)
+				conns = append(conns, c, s)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/float64(n), "heap-B/conn-pair")
+			var r0, r1 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+			const idle = 3 * time.Second
+			time.Sleep(idle)
+			syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+			cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) * time.Nanosecond
+			b.ReportMetric(100*cpu.Seconds()/idle.Seconds(), "idle-cpu-%")
+			for _, c := range conns {
+				c.Close()
+			}
+		})
+	}
 }

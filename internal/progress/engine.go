@@ -223,6 +223,7 @@ func (e *Engine) loop() {
 	fds := []unix.PollFd{{Fd: int32(e.w.EventFD()), Events: unix.POLLIN}}
 	timeout := int(e.cfg.IdleTimeout / time.Millisecond)
 	last := time.Now()
+	seen := e.submits.Load()
 	for !e.stopping.Load() {
 		var n int
 		rel := e.takeReleases()
@@ -235,12 +236,18 @@ func (e *Engine) loop() {
 			e.w.MarkHeld(evs)
 			clear(evs) // drop references to C memory
 		}
-		if n > 0 || len(evs) > 0 {
+		// Activity — frames in, or sends out — restarts the spin window.
+		// UCX's own progress count (n) is not activity: its timers and
+		// keepalives would keep an idle engine spinning.
+		if s := e.submits.Load(); len(evs) > 0 || s != seen {
+			seen = s
 			last = time.Now()
 			continue
 		}
 		if e.cfg.Spin > 0 && time.Since(last) < e.cfg.Spin {
-			runtime.Gosched()
+			if n == 0 {
+				runtime.Gosched()
+			}
 			continue
 		}
 		seq := e.submits.Load()
@@ -255,15 +262,19 @@ func (e *Engine) loop() {
 			e.armed.Store(false)
 			continue
 		}
+		var ready int
 		for {
-			_, perr := unix.Poll(fds, timeout)
+			var perr error
+			ready, perr = unix.Poll(fds, timeout)
 			if perr != unix.EINTR {
 				break
 			}
 		}
 		e.armed.Store(false)
 		e.wakeups.Add(1)
-		last = time.Now()
+		if ready > 0 {
+			last = time.Now() // woken by traffic: spin for what follows
+		}
 	}
 }
 
