@@ -206,9 +206,10 @@ func (c *Conn) sendWindow(limit uint64) {
 }
 
 // Write writes data to the conn. It returns once all of b is handed to UCX
-// (in C-owned buffers: b may be reused at once) or with an error, in which
-// case n says exactly how many bytes were sent. Write blocks while the
-// peer's receive window is full.
+// — taken by the transport inline, or copied into C-owned buffers that the
+// send owns until it completes: b may be reused at once — or with an error,
+// in which case n says exactly how many bytes were sent. Write blocks while
+// the peer's receive window is full.
 func (c *Conn) Write(b []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -443,6 +444,9 @@ func (c *Conn) keepLocked() {
 
 func (c *Conn) failLocked(err error) {
 	c.keepLocked()
+	if c.state == stateAuthPending && c.auth != nil && c.auth.ln != nil {
+		c.auth.ln.releasePending()
+	}
 	if c.state == stateDialing || c.state == stateAbandoned {
 		c.dErr = err
 		close(c.dialDone)
@@ -553,6 +557,13 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	c.mu.Lock()
 	a := c.auth
 	if h.Flags&stream.FlagReply != 0 { // at the dialer: confirmed
+		if c.state == stateAbandoned && a != nil && a.proving {
+			// The dial gave up meanwhile: reset the listener's conn.
+			c.state = stateOpen
+			c.mu.Unlock()
+			c.abort(stream.RstAbort, net.ErrClosed)
+			return
+		}
 		if c.state != stateDialing || a == nil || !a.proving {
 			c.mu.Unlock()
 			c.t.stats.badFrames.Add(1)
@@ -582,10 +593,15 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	}
 	c.state = stateOpen
 	c.mu.Unlock()
+	a.ln.releasePending()
 	if !a.ln.enqueue(c) {
-		c.fail(withDetail(ErrRefused, "backlog full"))
+		code := stream.RefuseBacklog
+		if a.ln.isClosed() {
+			code = stream.RefuseNoListener
+		}
+		c.fail(withDetail(ErrRefused, "%v", code))
 		c.t.stats.refused.Add(1)
-		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRefuse, ConnID: c.remoteID, Aux: uint64(stream.RefuseBacklog)})
+		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRefuse, ConnID: c.remoteID, Aux: uint64(code)})
 		return
 	}
 	c.t.stats.accepts.Add(1)
@@ -638,7 +654,21 @@ func (c *Conn) handleStream(h stream.Header, ev *cucx.Event) {
 		// with RST when it arrives.
 		return
 	}
+	if c.state == stateAuthPending {
+		c.mu.Unlock()
+		c.t.stats.protocolResets.Add(1)
+		c.abort(stream.RstProtocol, withDetail(ErrProtocol, "data before authentication"))
+		return
+	}
 	seg := stream.Segment{Kind: h.Kind, Seq: h.Seq, Data: ev.Data, Ref: stream.Ref(ev.Ref())}
+	small := len(ev.Data) < holdMin
+	if small && len(ev.Data) > 0 {
+		// Holding a UCX descriptor (a whole FIFO segment or receive buffer)
+		// for a few bytes would let a window of tiny frames pin far more
+		// memory than the window: copy small payloads instead.
+		seg.Data = append([]byte(nil), ev.Data...)
+		seg.Ref = stream.Ref{}
+	}
 	segs, err := c.reasm.Push(seg)
 	if err == stream.ErrDuplicate {
 		c.mu.Unlock()
@@ -646,7 +676,9 @@ func (c *Conn) handleStream(h stream.Header, ev *cucx.Event) {
 		return // not held: released with the batch
 	}
 	if err == nil && len(ev.Data) > 0 {
-		ev.Hold() // the segment is in rbuf or pending now
+		if !small {
+			ev.Hold() // the segment is in rbuf or pending now
+		}
 		err = c.rwin.Receive(len(ev.Data))
 	}
 	if err != nil {
@@ -659,13 +691,36 @@ func (c *Conn) handleStream(h stream.Header, ev *cucx.Event) {
 		if s.Kind == stream.KindFin {
 			c.rEOF = true
 		} else {
-			c.rbuf = append(c.rbuf, s)
+			c.appendLocked(s)
 		}
 	}
 	if len(segs) > 0 {
 		broadcast(&c.rcond, c.rwait)
 	}
 	c.mu.Unlock()
+}
+
+// holdMin is the smallest payload whose UCX descriptor a conn holds until
+// Read; smaller ones are copied to Go memory and coalesced.
+const holdMin = 4 << 10
+
+// appendLocked queues an in-order segment for Read. Small Go-owned
+// payloads are coalesced into the tail buffer, so that many tiny frames
+// cost about their bytes, not a segment each. c.mu is held.
+func (c *Conn) appendLocked(s stream.Segment) {
+	if s.Ref.Kind == 0 && len(c.rbuf) > 0 {
+		tail := &c.rbuf[len(c.rbuf)-1]
+		if tail.Ref.Kind == 0 && cap(tail.Data)-len(tail.Data) >= len(s.Data) {
+			tail.Data = append(tail.Data, s.Data...)
+			return
+		}
+	}
+	if s.Ref.Kind == 0 && len(s.Data) < holdMin {
+		buf := make([]byte, len(s.Data), holdMin)
+		copy(buf, s.Data)
+		s.Data = buf
+	}
+	c.rbuf = append(c.rbuf, s)
 }
 
 // maxAhead bounds how far past the next expected frame a frame may arrive

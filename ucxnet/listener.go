@@ -31,8 +31,9 @@ type ListenConfig struct {
 
 // Listener is a ucxnet listener. It implements net.Listener.
 type Listener struct {
-	t      *Transport
-	psk    []byte
+	t       *Transport
+	psk     []byte
+	pending int // conns waiting for a pre-shared-key proof (under mu); they count against the backlog
 	addr   Addr
 	queue  chan *Conn
 	mu     sync.Mutex
@@ -136,6 +137,26 @@ func (l *Listener) enqueue(c *Conn) bool {
 	default:
 		return false
 	}
+}
+
+// reservePending takes a backlog slot for a conn that waits for its
+// dialer's pre-shared-key proof; false if the backlog is full or the
+// listener closed.
+func (l *Listener) reservePending() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.pending+len(l.queue) >= cap(l.queue) {
+		return false
+	}
+	l.pending++
+	return true
+}
+
+// releasePending gives back a slot taken by reservePending.
+func (l *Listener) releasePending() {
+	l.mu.Lock()
+	l.pending--
+	l.mu.Unlock()
 }
 
 func (l *Listener) isClosed() bool {

@@ -242,3 +242,33 @@ func TestTransportCloseResetsPeers(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(buf, []byte("still here")))
 }
+
+// Many tiny writes to a reader that is not reading cost about their bytes:
+// small frames are copied and coalesced, not held one UCX descriptor each.
+func TestTinyWritesCoalesce(t *testing.T) {
+	p := newPair(t, Config{Window: 64 << 10})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	const n = 20000
+	for i := range n {
+		_, err := c.Write([]byte{byte(i)})
+		require.NoError(t, err)
+	}
+	sc := s.(*Conn)
+	require.Eventually(t, func() bool {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		return sc.rwin.Buffered() == n
+	}, 10*time.Second, time.Millisecond)
+	sc.mu.Lock()
+	segs := len(sc.rbuf)
+	sc.mu.Unlock()
+	require.LessOrEqual(t, segs, n/holdMin+2, "%d bytes queued as %d segments", n, segs)
+	got := make([]byte, n)
+	_, err := io.ReadFull(s, got)
+	require.NoError(t, err)
+	for i := range got {
+		require.Equal(t, byte(i), got[i], "byte %d", i)
+	}
+}

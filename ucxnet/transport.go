@@ -145,7 +145,10 @@ func (p *peer) frameSize(t *Transport) int {
 		tl = cucx.Transports(t.eng.EPInfo(ep))
 		return nil
 	})
-	if len(tl) > 0 && allSharedMemory(tl) {
+	if len(tl) == 0 {
+		return f // not known yet (endpoint still wiring up): ask again next time
+	}
+	if allSharedMemory(tl) {
 		f = sharedMemoryFrame
 	}
 	p.frame.Store(int64(f))
@@ -261,7 +264,7 @@ type counters struct {
 type Stats struct {
 	Dials          uint64 // dials started
 	Accepts        uint64 // conns accepted into a listener's queue
-	Refused        uint64 // CONNECTs refused (no listener, backlog full, bad hello)
+	Refused        uint64 // CONNECTs refused (no listener, backlog full, failed authentication)
 	FramesIn       uint64 // frames received
 	BytesIn        uint64 // payload bytes received
 	FramesOut      uint64 // data frames sent
@@ -680,7 +683,12 @@ func (t *Transport) handleConnect(payload []byte) {
 		refuse(stream.RefuseNoListener)
 		return
 	}
+	if l.psk != nil && !l.reservePending() {
+		refuse(stream.RefuseBacklog) // too many handshakes waiting for proofs
+		return
+	}
 	if l.psk != nil && len(hello.Nonce) != nonceLen {
+		l.releasePending()
 		t.stats.authFailures.Add(1)
 		refuse(stream.RefuseAuth) // a dialer without a key: no nonce to answer
 		return
@@ -697,6 +705,9 @@ func (t *Transport) handleConnect(payload []byte) {
 	t.mu.Lock()
 	if t.closed || l.isClosed() {
 		t.mu.Unlock()
+		if c.auth != nil {
+			l.releasePending()
+		}
 		refuse(stream.RefuseNoListener)
 		return
 	}

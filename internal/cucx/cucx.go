@@ -7,10 +7,13 @@
 // (glue.c), which records it in a C-owned event array; Go reads that array
 // once per progress batch, so there is no C→Go callback per frame.
 //
-// Memory rules: a send copies header and payload into a C-owned buffer that
-// the operation owns until UCX completes it, so UCX never holds a pointer
-// into Go memory. Received data stays in UCX descriptors (or C heap copies)
-// that are valid until the next Progress or Arm call.
+// Memory rules: a send is first offered to UCX straight from the caller's
+// memory with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, which either completes
+// before the call returns or is refused; if refused, header and payload are
+// copied into a C-owned buffer that the operation owns until UCX completes
+// it. Either way UCX never holds a pointer into Go memory after the call.
+// Received data stays in UCX descriptors (or C heap copies) that are valid
+// until the next Progress or Arm call, unless held (Event.Hold).
 //
 // A Worker is not safe for concurrent use: the caller (package progress)
 // serializes every method except Signal and EventFD.
