@@ -34,11 +34,11 @@ type Listener struct {
 	t       *Transport
 	psk     []byte
 	pending int // conns waiting for a pre-shared-key proof (under mu); they count against the backlog
-	addr   Addr
-	queue  chan *Conn
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{}
+	addr    Addr
+	queue   chan *Conn
+	mu      sync.Mutex
+	closed  bool
+	done    chan struct{}
 }
 
 // Listen announces name on the default transport. network must be "ucx"
