@@ -340,7 +340,11 @@ func NewTransport(cfg Config) (*Transport, error) {
 	}
 	eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin}, t)
 	if err != nil {
-		return nil, fmt.Errorf("ucxnet: starting UCX: %w", err)
+		hint := ""
+		if tls, set := os.LookupEnv("UCX_TLS"); set {
+			hint = fmt.Sprintf(" (UCX_TLS=%q: no usable transport?)", tls)
+		}
+		return nil, fmt.Errorf("ucxnet: starting UCX%s: %w", hint, err)
 	}
 	t.eng = eng
 	return t, nil
