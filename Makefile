@@ -11,13 +11,17 @@ MODULES   := . $(patsubst %/go.mod,%,$(wildcard compat/*/go.mod))
 
 all: build
 
-## deps: install UCX (libucx-dev, ucx-utils) and the network tools the namespace
-## tests use (iproute2, nftables) with apt-get when they are missing.
-DEB_PACKAGES := libucx-dev ucx-utils pkg-config iproute2 nftables
+## deps: install UCX (libucx-dev, ucx-utils), the network tools the namespace
+## tests use (iproute2, nftables) and the real servers the registry and proxy
+## tests run (etcd-server, redis-server, redis-tools, curl) with apt-get when
+## any is missing.
+DEB_PACKAGES := libucx-dev ucx-utils pkg-config iproute2 nftables etcd-server redis-server redis-tools curl
 deps:
 	@if pkg-config --exists ucx && command -v ucx_info >/dev/null 2>&1 && \
-	    command -v ip >/dev/null 2>&1 && command -v nft >/dev/null 2>&1; then \
-		echo "deps: UCX $$(pkg-config --modversion ucx), ip and nft found"; \
+	    command -v ip >/dev/null 2>&1 && command -v nft >/dev/null 2>&1 && \
+	    command -v etcd >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && \
+	    command -v redis-benchmark >/dev/null 2>&1 && command -v curl >/dev/null 2>&1; then \
+		echo "deps: UCX $$(pkg-config --modversion ucx), ip, nft, etcd, redis and curl found"; \
 	else \
 		echo "deps: installing $(DEB_PACKAGES)"; \
 		$(SUDO) apt-get update -q && \
