@@ -7,7 +7,7 @@
 // resolves that name to obtain the address it hands to UCX. The registry is
 // the only rendezvous point between the two sides.
 //
-// Two backends are built in:
+// Three backends are built in:
 //
 //   - [Dir] (spec "dir" or "dir:/path") keeps one JSON file per entry in a
 //     private directory (by default [DefaultDir], usually
@@ -16,8 +16,12 @@
 //     processes that died, and serializes writers with flock(2).
 //   - [Memory] (spec "mem:") is an in-process map, for tests and for
 //     programs that dial themselves.
+//   - [HTTP] (spec "http://host:port" or "https://...") talks to a registry
+//     server ([Server], run by "ucxnet registry") shared by many hosts;
+//     entries are leases that vanish when their publisher stops refreshing
+//     them.
 //
-// Further backends (an etcd registry, an HTTP registry, ...) live in other
+// Further backends (an etcd registry, ...) live in other
 // modules and plug in through [RegisterScheme]; [Open] and [FromEnv] pick a
 // backend from a spec string such as the UCXNET_REGISTRY environment
 // variable.
@@ -246,7 +250,7 @@ var (
 // builtinScheme reports whether scheme is handled by Open itself.
 func builtinScheme(scheme string) bool {
 	switch scheme {
-	case "dir", "mem", "memory":
+	case "dir", "mem", "memory", "http", "https":
 		return true
 	}
 	return false
@@ -256,7 +260,8 @@ func builtinScheme(scheme string) bool {
 // "scheme") to open, which receives the whole spec. Schemes are
 // case-insensitive; registering a scheme again replaces the earlier
 // function. It is safe for concurrent use. It panics if scheme is empty or
-// one of the built-in schemes "dir", "mem" and "memory", or if open is nil.
+// one of the built-in schemes "dir", "mem", "memory", "http" and "https",
+// or if open is nil.
 func RegisterScheme(scheme string, open func(spec string) (Registry, error)) {
 	s := strings.ToLower(scheme)
 	if s == "" || strings.ContainsAny(s, ":/") {
@@ -281,6 +286,9 @@ func RegisterScheme(scheme string, open func(spec string) (Registry, error)) {
 //   - "mem:" or "memory:" (also "mem", "memory"): a process-wide shared
 //     Memory, the same instance on every call; "mem:NAME" is a separate
 //     process-wide Memory per NAME;
+//   - "http://host:port" or "https://host:port" (optionally with a path
+//     prefix): NewHTTP(spec, $UCXNET_REGISTRY_TOKEN), with the lease TTL
+//     from $UCXNET_REGISTRY_TTL (a duration, e.g. "500ms") if set;
 //   - any other "scheme:..." or bare "scheme": the function given to
 //     RegisterScheme for that scheme, called with the whole spec.
 //
@@ -314,13 +322,15 @@ func Open(spec string) (Registry, error) {
 			memShared[rest] = m
 		}
 		return m, nil
+	case "http", "https":
+		return openHTTP(spec)
 	}
 	schemesMu.RLock()
 	open := schemes[scheme]
 	schemesMu.RUnlock()
 	if open == nil {
 		if !hasColon {
-			return nil, fmt.Errorf("%w: %q (want \"dir:/path\", \"mem:\" or a registered scheme)", ErrUnknownScheme, spec)
+			return nil, fmt.Errorf("%w: %q (want \"dir:/path\", \"mem:\", \"http://host:port\" or a registered scheme)", ErrUnknownScheme, spec)
 		}
 		return nil, fmt.Errorf("%w: %q in spec %q", ErrUnknownScheme, scheme, spec)
 	}

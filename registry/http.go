@@ -1,0 +1,492 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// EnvRegistryToken names the environment variable holding the bearer token
+// that [Open] gives to the [HTTP] backend (and that "ucxnet registry"
+// requires when set).
+const EnvRegistryToken = "UCXNET_REGISTRY_TOKEN"
+
+// EnvRegistryTTL names the environment variable holding the lease TTL, a Go
+// duration such as "500ms" or "10s", that [Open] gives to the [HTTP]
+// backend. Unset, the TTL is [DefaultLeaseTTL]. A short TTL makes the
+// entries of a crashed process vanish sooner at the price of more refresh
+// requests (one every TTL/3 per listener).
+const EnvRegistryTTL = "UCXNET_REGISTRY_TTL"
+
+// ErrUnavailable reports that the registry server could not be reached or
+// answered with a server error.
+var ErrUnavailable = errors.New("registry: server unavailable")
+
+// HTTP is a [Registry] kept by a registry server (a [Server], e.g. run by
+// "ucxnet registry"), reached over HTTP(S): the backend for listeners and
+// dialers on many hosts. Open("http://host:port") returns one.
+//
+// Register leases the name for the TTL (default [DefaultLeaseTTL]) and
+// starts one goroutine per registration that refreshes the lease every
+// TTL/3; if the server has lost the lease (it restarted, or the process
+// was stalled past the TTL), the goroutine registers the entry again.
+// Unregister stops that goroutine and deletes the entry; a process that
+// dies without it loses its entries once the TTL runs out. Close stops
+// every refresher, deleting their entries. Nothing else closes an HTTP:
+// a [github.com/ucxnet/ucxnet/ucxnet.Transport] using it does not, but
+// its listeners unregister on Close, which stops their refreshers.
+//
+// Liveness is the lease: Entry.PID and Entry.Host are not checked.
+type HTTP struct {
+	base    string // without a trailing slash
+	token   string
+	client  *http.Client
+	ownHTTP *http.Transport // closed by Close; nil with WithHTTPClient
+	ttl     time.Duration
+	timeout time.Duration
+
+	mu     sync.Mutex
+	regs   map[string]*httpLease
+	closed bool
+}
+
+// httpLease is one registration and its refresher.
+type httpLease struct {
+	e      Entry
+	ctx    context.Context // canceled by halt
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the refresher has returned
+
+	mu    sync.Mutex
+	lease string
+	err   error // last refresh error, nil after a success
+}
+
+// HTTPOption configures [NewHTTP].
+type HTTPOption func(*HTTP)
+
+// WithLeaseTTL sets the lease TTL asked for by Register (default
+// [DefaultLeaseTTL]); the server bounds it (by default to 100 ms .. 10 min).
+func WithLeaseTTL(ttl time.Duration) HTTPOption {
+	return func(h *HTTP) {
+		if ttl > 0 {
+			h.ttl = ttl
+		}
+	}
+}
+
+// WithHTTPClient makes the backend send its requests with c instead of a
+// private client. Close then leaves c's idle connections alone.
+func WithHTTPClient(c *http.Client) HTTPOption {
+	return func(h *HTTP) {
+		if c != nil {
+			h.client = c
+			h.ownHTTP = nil
+		}
+	}
+}
+
+// WithRequestTimeout bounds each request (default 5 s); the caller's
+// context may end it sooner.
+func WithRequestTimeout(d time.Duration) HTTPOption {
+	return func(h *HTTP) {
+		if d > 0 {
+			h.timeout = d
+		}
+	}
+}
+
+// NewHTTP returns the backend for the registry server at baseURL, an
+// "http://" or "https://" URL, possibly with a path prefix. A non-empty
+// token is sent as "Authorization: Bearer TOKEN". It does not contact the
+// server.
+func NewHTTP(baseURL, token string, opts ...HTTPOption) (*HTTP, error) {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil {
+		return nil, fmt.Errorf("registry: bad URL %q: %w", baseURL, err)
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("registry: bad URL %q: want http://host:port or https://host:port", baseURL)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("registry: bad URL %q: no user info, query or fragment allowed (pass the token in %s)", baseURL, EnvRegistryToken)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 16
+	h := &HTTP{
+		base:    strings.TrimRight(u.String(), "/"),
+		token:   token,
+		client:  &http.Client{Transport: tr},
+		ownHTTP: tr,
+		ttl:     DefaultLeaseTTL,
+		timeout: 5 * time.Second,
+		regs:    map[string]*httpLease{},
+	}
+	for _, o := range opts {
+		o(h)
+	}
+	return h, nil
+}
+
+// openHTTP is Open for "http://" and "https://" specs: the token comes from
+// $UCXNET_REGISTRY_TOKEN, the TTL from $UCXNET_REGISTRY_TTL.
+func openHTTP(spec string) (Registry, error) {
+	var opts []HTTPOption
+	if v := strings.TrimSpace(os.Getenv(EnvRegistryTTL)); v != "" {
+		ttl, err := time.ParseDuration(v)
+		if err != nil || ttl <= 0 {
+			return nil, fmt.Errorf("registry: %s=%q: want a positive duration such as 10s or 500ms", EnvRegistryTTL, v)
+		}
+		opts = append(opts, WithLeaseTTL(ttl))
+	}
+	return NewHTTP(spec, strings.TrimSpace(os.Getenv(EnvRegistryToken)), opts...)
+}
+
+// String returns the base URL.
+func (h *HTTP) String() string { return h.base }
+
+// TTL returns the lease TTL Register asks for.
+func (h *HTTP) TTL() time.Duration { return h.ttl }
+
+// httpStatusError is a non-2xx answer.
+type httpStatusError struct {
+	code int
+	msg  string
+}
+
+func (e *httpStatusError) Error() string {
+	if e.msg == "" {
+		return fmt.Sprintf("%d %s", e.code, http.StatusText(e.code))
+	}
+	return fmt.Sprintf("%d %s: %s", e.code, http.StatusText(e.code), e.msg)
+}
+
+func statusOf(err error) int {
+	var se *httpStatusError
+	if errors.As(err, &se) {
+		return se.code
+	}
+	return 0
+}
+
+// do sends one request and decodes a 2xx JSON answer into out (if not
+// nil). Errors name the registry, the method and the path; a status
+// error is an *httpStatusError, wrapped, with 5xx also wrapping
+// ErrUnavailable.
+func (h *HTTP) do(ctx context.Context, method, path string, in, out any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, h.base+path, body)
+	if err != nil {
+		return fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if h.token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.token)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, cerr)
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		// The cause is kept as text only: a refused TCP connection to the
+		// registry must not look like ECONNREFUSED from a ucxnet listener.
+		return fmt.Errorf("registry %s: %s %s: %w: %v", h.base, method, path, ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return fmt.Errorf("registry %s: %s %s: %w: reading the answer: %v", h.base, method, path, ErrUnavailable, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		se := &httpStatusError{code: resp.StatusCode}
+		var er errorResponse
+		if json.Unmarshal(b, &er) == nil && er.Error != "" {
+			se.msg = er.Error
+		} else {
+			se.msg = strings.TrimSpace(string(b[:min(len(b), 200)]))
+		}
+		if resp.StatusCode >= 500 {
+			return fmt.Errorf("registry %s: %s %s: %w: %w", h.base, method, path, ErrUnavailable, se)
+		}
+		return fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, se)
+	}
+	if out != nil && resp.StatusCode != http.StatusNoContent {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("registry %s: %s %s: bad answer: %w", h.base, method, path, err)
+		}
+	}
+	return nil
+}
+
+func entryPath(name string) string {
+	// PathEscape leaves "." alone, and a path segment "." or ".." would be
+	// cleaned away by proxies and muxes: escape those dots too.
+	switch name {
+	case ".":
+		return "/v1/entries/%2E"
+	case "..":
+		return "/v1/entries/%2E%2E"
+	}
+	return "/v1/entries/" + url.PathEscape(name)
+}
+
+// put creates (or, with lease, replaces) the entry and returns its lease.
+func (h *HTTP) put(ctx context.Context, e Entry, lease string) (string, error) {
+	path := entryPath(e.Name)
+	if lease != "" {
+		path += "?lease=" + url.QueryEscape(lease)
+	}
+	var resp leaseResponse
+	err := h.do(ctx, http.MethodPut, path, putRequest{Entry: e, TTLMs: h.ttl.Milliseconds()}, &resp)
+	if err != nil {
+		if statusOf(err) == http.StatusConflict {
+			return "", fmt.Errorf("%w: %q: %w", ErrNameInUse, e.Name, err)
+		}
+		return "", err
+	}
+	if resp.Lease == "" {
+		return "", fmt.Errorf("registry %s: PUT %s: answer without a lease", h.base, path)
+	}
+	return resp.Lease, nil
+}
+
+// Register leases e.Name on the server and starts refreshing the lease. A
+// live entry of that name, from this or another publisher, gives an error
+// wrapping ErrNameInUse.
+func (h *HTTP) Register(ctx context.Context, e Entry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	e = e.clone()
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		return fmt.Errorf("registry %s: closed", h.base)
+	}
+	lease, err := h.put(ctx, e, "")
+	if err != nil {
+		return err
+	}
+	l := &httpLease{e: e, lease: lease, done: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		_ = h.deleteLease(context.Background(), e.Name, lease)
+		return fmt.Errorf("registry %s: closed", h.base)
+	}
+	old := h.regs[e.Name]
+	h.regs[e.Name] = l
+	h.mu.Unlock()
+	if old != nil {
+		// Our earlier lease of this name was lost (it expired) and the
+		// server gave the name out again: its refresher is obsolete.
+		old.halt()
+	}
+	go h.refresher(l)
+	return nil
+}
+
+// halt stops the refresher of l and waits for it.
+func (l *httpLease) halt() {
+	l.cancel()
+	<-l.done
+}
+
+// refresher keeps l alive until l.ctx is canceled; it is the one goroutine
+// of a registration.
+func (h *HTTP) refresher(l *httpLease) {
+	defer close(l.done)
+	period := max(h.ttl/3, 10*time.Millisecond)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	ctx := l.ctx
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// A request may not outlive the lease it tries to save.
+		rctx, rcancel := context.WithTimeout(ctx, max(h.ttl-period, period))
+		err := h.refreshOnce(rctx, l)
+		rcancel()
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+	}
+}
+
+// refreshOnce refreshes l's lease, registering the entry again if the
+// server no longer knows the lease.
+func (h *HTTP) refreshOnce(ctx context.Context, l *httpLease) error {
+	l.mu.Lock()
+	lease := l.lease
+	l.mu.Unlock()
+	err := h.do(ctx, http.MethodPost, entryPath(l.e.Name)+"/refresh?lease="+url.QueryEscape(lease), nil, nil)
+	switch statusOf(err) {
+	case http.StatusNotFound, http.StatusConflict:
+		// The lease is gone: the server restarted or we were stalled past
+		// the TTL. Publish again; a 409 here means someone else holds the
+		// name now, and we keep trying in case it goes.
+		nl, perr := h.put(ctx, l.e, "")
+		if perr != nil {
+			return perr
+		}
+		l.mu.Lock()
+		l.lease = nl
+		l.mu.Unlock()
+		return nil
+	}
+	return err
+}
+
+// stopRefreshing stops the refresher of name without deleting the entry,
+// as a crash would: a test hook.
+func (h *HTTP) stopRefreshing(name string) bool {
+	h.mu.Lock()
+	l := h.regs[name]
+	delete(h.regs, name)
+	h.mu.Unlock()
+	if l == nil {
+		return false
+	}
+	l.halt()
+	return true
+}
+
+func (h *HTTP) deleteLease(ctx context.Context, name, lease string) error {
+	err := h.do(ctx, http.MethodDelete, entryPath(name)+"?lease="+url.QueryEscape(lease), nil, nil)
+	switch statusOf(err) {
+	case http.StatusNotFound, http.StatusConflict:
+		return nil // gone already, or no longer ours
+	}
+	return err
+}
+
+// Unregister stops refreshing name and deletes its entry, if this HTTP
+// value registered it; otherwise it does nothing.
+func (h *HTTP) Unregister(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	l := h.regs[name]
+	delete(h.regs, name)
+	h.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	l.halt()
+	l.mu.Lock()
+	lease := l.lease
+	l.mu.Unlock()
+	return h.deleteLease(ctx, name, lease)
+}
+
+// Resolve asks the server for the entry named name. A name that is absent
+// or expired gives an error wrapping ErrNotFound.
+func (h *HTTP) Resolve(ctx context.Context, name string) (Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return Entry{}, err
+	}
+	if err := ValidName(name); err != nil {
+		return Entry{}, fmt.Errorf("%w: %w (%s)", ErrNotFound, err, h.base)
+	}
+	var e Entry
+	err := h.do(ctx, http.MethodGet, entryPath(name), nil, &e)
+	if err != nil {
+		if statusOf(err) == http.StatusNotFound {
+			return Entry{}, fmt.Errorf("%w: %q (%s)", ErrNotFound, name, h.base)
+		}
+		return Entry{}, err
+	}
+	if e.Name != name {
+		return Entry{}, fmt.Errorf("registry %s: GET %s: answer is for %q", h.base, entryPath(name), e.Name)
+	}
+	return e, nil
+}
+
+// Instances lists the live entries of service, sorted by name; none gives
+// an empty slice and a nil error, as the [Registry] contract says.
+func (h *HTTP) Instances(ctx context.Context, service string) ([]Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []Entry
+	if err := h.do(ctx, http.MethodGet, "/v1/services/"+url.PathEscape(service), nil, &out); err != nil {
+		if statusOf(err) == http.StatusNotFound {
+			return []Entry{}, nil
+		}
+		return nil, err
+	}
+	if out == nil {
+		out = []Entry{}
+	}
+	return out, nil
+}
+
+// Close stops every refresher and deletes its entry (best effort, for up
+// to a few seconds), then drops idle connections. Register fails
+// afterwards. It is idempotent.
+func (h *HTTP) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	regs := h.regs
+	h.regs = map[string]*httpLease{}
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for name, l := range regs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.halt()
+			l.mu.Lock()
+			lease := l.lease
+			l.mu.Unlock()
+			_ = h.deleteLease(ctx, name, lease)
+		}()
+	}
+	wg.Wait()
+	if h.ownHTTP != nil {
+		h.ownHTTP.CloseIdleConnections()
+	}
+	return nil
+}
+
+var _ Registry = (*HTTP)(nil)
