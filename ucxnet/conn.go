@@ -52,6 +52,7 @@ type Conn struct {
 	wcond  chan struct{}
 	closed bool // Close called
 	dErr   error
+	linger time.Duration // SetLinger: < 0 the transport's Linger, 0 reset on Close
 
 	closedCh      chan struct{} // closed by Close
 	wmu           sync.Mutex    // serializes writers and the FIN after them
@@ -74,6 +75,7 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr) *Conn {
 		wcond:         make(chan struct{}),
 		swin:          stream.NewSendWindow(0),
 		closedCh:      make(chan struct{}),
+		linger:        -1,
 		readDeadline:  makeDeadline(),
 		writeDeadline: makeDeadline(),
 	}
@@ -303,6 +305,29 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
+// SetLinger sets how Close treats data not yet handed to the transport,
+// as (*net.TCPConn).SetLinger does. sec < 0 (the default): Close sends what
+// was written, then FIN, waiting up to the Transport's Linger for UCX to
+// hand it on. sec == 0: Close discards it and resets the conn — the peer
+// sees ECONNRESET, not EOF (a proxy passes on a reset this way). sec > 0:
+// as the default, waiting up to sec seconds.
+func (c *Conn) SetLinger(sec int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return c.opErr("set", net.ErrClosed)
+	}
+	switch {
+	case sec < 0:
+		c.linger = -1
+	case sec == 0:
+		c.linger = 0
+	default:
+		c.linger = time.Duration(sec) * time.Second
+	}
+	return nil
+}
+
 // CloseWrite shuts down the writing side: the peer reads what was written,
 // then io.EOF. Reading goes on.
 func (c *Conn) CloseWrite() error {
@@ -338,7 +363,8 @@ func (c *Conn) sendFin() error {
 
 // Close closes the conn. Data already written is delivered, then FIN: the
 // peer reads everything, then io.EOF. If data the peer sent is still
-// unread, the peer is reset instead (as TCP does). Blocked Read and Write
+// unread, or SetLinger(0) was called, the peer is reset instead (as TCP
+// does). Blocked Read and Write
 // calls return net.ErrClosed.
 func (c *Conn) Close() error {
 	c.mu.Lock()
@@ -347,7 +373,11 @@ func (c *Conn) Close() error {
 		return c.opErr("close", net.ErrClosed)
 	}
 	c.closed = true
-	unread := len(c.rbuf) > 0 || c.reasm.Pending() > 0
+	unread := len(c.rbuf) > 0 || c.reasm.Pending() > 0 || c.linger == 0
+	linger := c.linger
+	if linger < 0 {
+		linger = c.t.cfg.Linger
+	}
 	if !unread {
 		c.dropLocked() // nothing to read; release what a failure kept
 	}
@@ -361,11 +391,11 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	err := c.sendFin()
-	if err == nil && c.t.cfg.Linger > 0 {
+	if err == nil && linger > 0 {
 		// Like SO_LINGER: wait (bounded) until UCX has handed what we
 		// sent to the transport, so that a process exiting right after
 		// Close does not take unsent frames with it.
-		_ = c.t.flush(c.peer, c.t.cfg.Linger)
+		_ = c.t.flush(c.peer, linger)
 	}
 	c.mu.Lock()
 	finished := c.rEOF || c.state != stateOpen

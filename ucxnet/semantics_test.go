@@ -272,3 +272,22 @@ func TestTinyWritesCoalesce(t *testing.T) {
 		require.Equal(t, byte(i), got[i], "byte %d", i)
 	}
 }
+
+// SetLinger(0): Close resets the peer instead of a clean EOF, as TCP does.
+func TestSetLingerZeroResets(t *testing.T) {
+	p := newPair(t, Config{})
+	c, s := p.conns(t)
+	defer s.Close()
+	_, err := c.Write([]byte("partial response"))
+	require.NoError(t, err)
+	require.NoError(t, c.(*Conn).SetLinger(0))
+	require.NoError(t, c.Close())
+	s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		_, err = s.Read(make([]byte, 64))
+		if err != nil {
+			break
+		}
+	}
+	require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
+}

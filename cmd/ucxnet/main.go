@@ -69,7 +69,9 @@ var commands = []*command{
 	demoCmd,
 	infoCmd,
 	catCmd,
-	benchCmd, // cmd/ucxnet/bench.go: `make bench` runs `ucxnet bench`.
+	proxyCmd,    // cmd/ucxnet/proxy.go: TCP <-> ucxnet bridge
+	benchCmd,    // cmd/ucxnet/bench.go: `make bench` runs `ucxnet bench`.
+	registryCmd, // cmd/ucxnet/registry_cmd.go: HTTP registry server
 
 	demoServerCmd,  // hidden: the child process of demo
 	benchServerCmd, // hidden: the child process of bench
@@ -175,7 +177,7 @@ func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "  %-22s %s\n", "help [COMMAND]", "show this list, or a command's usage")
 	fmt.Fprintf(w, "\nRun \"ucxnet COMMAND --help\" for a command's flags.\n")
 	fmt.Fprintf(w, "Environment: UCX_* configures UCX (e.g. UCX_TLS=tcp, UCX_TLS=sm);\n")
-	fmt.Fprintf(w, "UCXNET_REGISTRY selects the name registry (dir:/path or mem:).\n")
+	fmt.Fprintf(w, "UCXNET_REGISTRY selects the name registry (dir:/path, mem:, http://host:port).\n")
 }
 
 func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
