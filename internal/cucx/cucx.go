@@ -7,10 +7,10 @@
 // (glue.c), which records it in a C-owned event array; Go reads that array
 // once per progress batch, so there is no C→Go callback per frame.
 //
-// Memory rules: a send is first offered to UCX straight from the caller's
-// memory with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, which either completes
-// before the call returns or is refused; if refused, header and payload are
-// copied into a C-owned buffer that the operation owns until UCX completes
+// Memory rules: a small send (≤ 1 KiB) is first offered to UCX straight
+// from the caller's memory with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, which
+// either completes before the call returns or is refused; otherwise header
+// and payload are copied into a C-owned buffer that the operation owns until UCX completes
 // it. Either way UCX never holds a pointer into Go memory after the call.
 // Received data stays in UCX descriptors (or C heap copies) that are valid
 // until the next Progress or Arm call, unless held (Event.Hold).
@@ -393,6 +393,7 @@ type Stats struct {
 	Inflight   uint64 // sends and endpoint closes UCX has not completed
 	SendErrors uint64 // sends completed with an error
 	BufAllocs  uint64 // send buffers allocated (pool misses)
+	ImmSends   uint64 // sends UCX completed straight from the caller's memory (no copy)
 }
 
 // Stats returns the binding's counters.
@@ -401,6 +402,7 @@ func (w *Worker) Stats() Stats {
 		Inflight:   uint64(w.w.inflight),
 		SendErrors: uint64(w.w.send_errors),
 		BufAllocs:  uint64(w.w.bufs_alloc),
+		ImmSends:   uint64(w.w.imm_sends),
 	}
 }
 

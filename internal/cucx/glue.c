@@ -394,24 +394,29 @@ static ucs_status_t send_buf(cucx_worker_t *w, ucp_ep_h ep, cucx_buf_t *b, size_
 ucs_status_t cucx_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hdr_len,
                        const void *data, size_t len)
 {
-    /* First ask UCX to send straight from the caller's memory, but only if
-     * it can finish before returning (short/bcopy protocols copy into the
-     * transport's own buffers): then nothing is copied here and nothing
-     * outlives the call. Otherwise copy into a buffer the operation owns. */
-    ucp_request_param_t ip;
-    ip.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-    ip.flags = UCP_AM_SEND_FLAG_EAGER;
-    ucs_status_ptr_t r = ucp_am_send_nbx(ep, CUCX_AM_ID, hdr, hdr_len, len ? data : NULL, len, &ip);
-    if (r == NULL) {
-        w->imm_sends++;
-        return UCS_OK;
+    /* For small frames, first ask UCX to send straight from the caller's
+     * memory, but only if it can finish before returning (UCX 1.13 does so
+     * for its "short" protocol, e.g. shared memory up to a few hundred
+     * bytes): then nothing is copied here and nothing outlives the call.
+     * Larger frames were always refused in measurements (bcopy/zcopy may
+     * need to wait), so they skip the attempt and are copied into a buffer
+     * the operation owns. */
+    if (len <= CUCX_IMM_MAX) {
+        ucp_request_param_t ip;
+        ip.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+        ip.flags = UCP_AM_SEND_FLAG_EAGER;
+        ucs_status_ptr_t r = ucp_am_send_nbx(ep, CUCX_AM_ID, hdr, hdr_len, len ? data : NULL,
+                                             len, &ip);
+        if (r == NULL) {
+            w->imm_sends++;
+            return UCS_OK;
+        }
+        if (UCS_PTR_IS_ERR(r) && UCS_PTR_STATUS(r) != UCS_ERR_NO_RESOURCE) {
+            return UCS_PTR_STATUS(r);
+        }
+        /* UCS_ERR_NO_RESOURCE: not possible at once. FORCE_IMM_CMPL never
+         * returns a request. */
     }
-    if (UCS_PTR_IS_ERR(r) && UCS_PTR_STATUS(r) != UCS_ERR_NO_RESOURCE) {
-        return UCS_PTR_STATUS(r);
-    }
-    /* UCS_ERR_NO_RESOURCE: not possible at once (too large for one
-     * fragment, or the transport is busy). FORCE_IMM_CMPL never returns a
-     * request. */
 
     cucx_buf_t *b = buf_get(w, hdr_len + len);
     if (b == NULL) return UCS_ERR_NO_MEMORY;

@@ -11,6 +11,7 @@
 
 #define CUCX_AM_ID 0x75 /* the one active-message id ucxnet uses */
 #define CUCX_HDR_MAX 64 /* header bytes an event keeps */
+#define CUCX_IMM_MAX 1024 /* largest payload offered for immediate completion */
 
 enum {
     CUCX_EV_FRAME = 1,    /* an active message: hdr + data */
