@@ -179,6 +179,10 @@ func (timeoutError) Error() string   { return "i/o timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 
+// Is makes a dial timeout match context.DeadlineExceeded, as the net
+// package's does.
+func (timeoutError) Is(err error) bool { return err == context.DeadlineExceeded }
+
 func formatID(id uint64) string {
 	const hex = "0123456789abcdef"
 	var b [16]byte
