@@ -95,7 +95,7 @@ func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
 // ["rc_mlx5/mlx5_0:1"]: the answer to "am I on RDMA?".
 func (c *Conn) Transports() []string {
 	if p := c.peer.info.Load(); p != nil {
-		return *p
+		return append([]string(nil), (*p)...)
 	}
 	var tl []string
 	_ = c.peer.use(func(ep cucx.EP) error {
@@ -106,7 +106,7 @@ func (c *Conn) Transports() []string {
 		return nil
 	}
 	c.peer.info.Store(&tl)
-	return tl
+	return append([]string(nil), tl...)
 }
 
 // ID returns the conn's local id (as carried in frames to it).
