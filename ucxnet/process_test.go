@@ -20,7 +20,11 @@ import (
 	"github.com/ucxnet/ucxnet/registry"
 )
 
-const childEnv = "UCXNET_TEST_CHILD"
+const (
+	childEnv      = "UCXNET_TEST_CHILD"
+	childModeEnv  = "UCXNET_TEST_CHILD_MODE"
+	writeExitSize = 8 << 20
+)
 
 // TestHelperProcess is not a test: it is the server half of the
 // cross-process tests, run in a child process.
@@ -38,6 +42,17 @@ func TestHelperProcess(t *testing.T) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
+			os.Exit(0)
+		}
+		if os.Getenv(childModeEnv) == "write-exit" {
+			// Write a known stream, Close, and exit at once: Close's linger
+			// must have handed every frame to the transport.
+			buf := make([]byte, writeExitSize)
+			for i := range buf {
+				buf[i] = byte(i * 7)
+			}
+			c.Write(buf)
+			c.Close()
 			os.Exit(0)
 		}
 		go func() {
@@ -159,4 +174,48 @@ func TestPeerDeath(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ping", string(buf))
 	other.Close()
+}
+
+// A process that writes, closes and exits at once loses nothing: the peer
+// reads every byte, then io.EOF.
+func TestWriteCloseExit(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(childModeEnv, "write-exit")
+	child := startChild(t, dir, "writer")
+	reg, err := registry.NewDir(dir)
+	require.NoError(t, err)
+	tr, err := NewTransport(Config{Registry: reg})
+	require.NoError(t, err)
+	defer tr.Close()
+	d := Dialer{Transport: tr, Timeout: 10 * time.Second}
+	c, err := d.Dial(Network, "writer")
+	require.NoError(t, err)
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got, err := io.ReadAll(c)
+	require.NoError(t, err, "after %d bytes", len(got))
+	require.Len(t, got, writeExitSize)
+	for i := range got {
+		if got[i] != byte(i*7) {
+			t.Fatalf("byte %d corrupted", i)
+		}
+	}
+	child.Wait()
+}
+
+// Closing a Transport does not turn conns closed cleanly into resets: the
+// peer reads everything, then io.EOF.
+func TestTransportCloseAfterCleanClose(t *testing.T) {
+	p := newPair(t, Config{})
+	c, s := p.conns(t)
+	defer s.Close()
+	msg := []byte("last words")
+	_, err := c.Write(msg)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	require.NoError(t, p.client.Close())
+	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(s)
+	require.NoError(t, err)
+	require.Equal(t, msg, got)
 }
