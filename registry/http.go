@@ -164,6 +164,7 @@ type httpStatusError struct {
 	msg  string
 }
 
+// Error returns the HTTP status and the server's message.
 func (e *httpStatusError) Error() string {
 	if e.msg == "" {
 		return fmt.Sprintf("%d %s", e.code, http.StatusText(e.code))

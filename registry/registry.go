@@ -88,6 +88,7 @@ var ErrUnknownScheme = errors.New("registry: unknown scheme")
 // nameInUseError is the type of ErrNameInUse; it matches EADDRINUSE.
 type nameInUseError struct{}
 
+// Error returns the error's text.
 func (nameInUseError) Error() string { return "registry: name already in use" }
 
 // Is makes errors.Is(err, syscall.EADDRINUSE) true for ErrNameInUse.

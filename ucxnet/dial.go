@@ -175,8 +175,13 @@ func mapCtxErr(err error) error {
 
 type timeoutError struct{}
 
-func (timeoutError) Error() string   { return "i/o timeout" }
-func (timeoutError) Timeout() bool   { return true }
+// Error returns "i/o timeout", as the net package's timeout does.
+func (timeoutError) Error() string { return "i/o timeout" }
+
+// Timeout reports true.
+func (timeoutError) Timeout() bool { return true }
+
+// Temporary reports true, as the net package's timeout does.
 func (timeoutError) Temporary() bool { return true }
 
 // Is makes a dial timeout match context.DeadlineExceeded, as the net

@@ -32,6 +32,7 @@ type errnoError struct {
 	errno syscall.Errno
 }
 
+// Error returns the error's text.
 func (e *errnoError) Error() string { return e.msg }
 
 // Is reports whether target is this error or its errno.
@@ -49,7 +50,10 @@ type detailError struct {
 	detail string
 }
 
+// Error returns the base error's text and the detail.
 func (e *detailError) Error() string { return fmt.Sprintf("%v: %s", e.base, e.detail) }
+
+// Unwrap returns the base error, so errors.Is sees through the detail.
 func (e *detailError) Unwrap() error { return e.base }
 
 func withDetail(base error, format string, args ...any) error {

@@ -58,6 +58,7 @@ type Error struct {
 	Status Status
 }
 
+// Error returns the operation and UCX's text for the status.
 func (e *Error) Error() string {
 	return fmt.Sprintf("ucx: %s: %s", e.Op, C.GoString(C.ucs_status_string(C.ucs_status_t(e.Status))))
 }
