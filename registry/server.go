@@ -465,16 +465,25 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	le := s.liveLocked(name)
-	switch {
-	case le == nil:
-		writeError(w, http.StatusNotFound, "%q not found (expired, deleted or the registry restarted)", name)
-	case subtle.ConstantTimeCompare([]byte(lease), []byte(le.lease)) != 1:
-		writeError(w, http.StatusConflict, "%q is held by another lease", name)
-	default:
+	if le := s.ownedLocked(w, name, lease, " (expired, deleted or the registry restarted)"); le != nil {
 		le.expires = s.now().Add(le.ttl)
 		writeJSON(w, http.StatusOK, leaseResponse{Lease: le.lease, TTLMs: le.ttl.Milliseconds()})
 	}
+}
+
+// ownedLocked returns the live entry name if lease holds it; otherwise it
+// answers 404 (with why appended) or 409 and returns nil. s.mu is held.
+func (s *Server) ownedLocked(w http.ResponseWriter, name, lease, why string) *leaseEntry {
+	le := s.liveLocked(name)
+	switch {
+	case le == nil:
+		writeError(w, http.StatusNotFound, "%q not found%s", name, why)
+		return nil
+	case subtle.ConstantTimeCompare([]byte(lease), []byte(le.lease)) != 1:
+		writeError(w, http.StatusConflict, "%q is held by another lease", name)
+		return nil
+	}
+	return le
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, name string) {
@@ -484,13 +493,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	le := s.liveLocked(name)
-	switch {
-	case le == nil:
-		writeError(w, http.StatusNotFound, "%q not found", name)
-	case subtle.ConstantTimeCompare([]byte(lease), []byte(le.lease)) != 1:
-		writeError(w, http.StatusConflict, "%q is held by another lease", name)
-	default:
+	if s.ownedLocked(w, name, lease, "") != nil {
 		delete(s.entries, name)
 		w.WriteHeader(http.StatusNoContent)
 	}

@@ -258,16 +258,11 @@ func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 	prog := &progressLine{w: sio.Err}
 	defer prog.clear()
 
-	dir, err := os.MkdirTemp("", "ucxnet-bench-")
+	dir, spec, reg, err := privateRegistry("ucxnet-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	spec := "dir:" + dir
-	reg, err := registry.Open(spec)
-	if err != nil {
-		return err
-	}
 
 	prog.set("starting the server process")
 	child, err := startBenchServer(ctx, sio, spec, dir, o.transports)

@@ -76,18 +76,11 @@ func runDemo(ctx context.Context, sio *stdio, o demoOptions) (err error) {
 		fmt.Fprintf(w, "ucxnet defaults applied: %s\n", strings.Join(kv, " "))
 	}
 
-	// A private registry for both processes, so that the demo works on a
-	// fresh machine and cannot meet other listeners.
-	dir, err := os.MkdirTemp("", "ucxnet-demo-")
+	dir, spec, reg, err := privateRegistry("ucxnet-demo-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	spec := "dir:" + dir
-	reg, err := registry.Open(spec)
-	if err != nil {
-		return err
-	}
 	name := "demo-" + registry.UniqueName()
 
 	child, tcpAddr, err := startDemoServer(ctx, sio, spec, name)
@@ -422,4 +415,20 @@ func fmtTransports(tl []string) string {
 		return "(unknown)"
 	}
 	return "[" + strings.Join(tl, " ") + "]"
+}
+
+// privateRegistry makes a directory registry in a fresh temporary folder
+// for a parent and the child it starts, so that demo and bench work on a
+// fresh machine and cannot meet other listeners. The caller removes dir.
+func privateRegistry(prefix string) (dir, spec string, reg registry.Registry, err error) {
+	dir, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", "", nil, err
+	}
+	spec = "dir:" + dir
+	if reg, err = registry.Open(spec); err != nil {
+		os.RemoveAll(dir)
+		return "", "", nil, err
+	}
+	return dir, spec, reg, nil
 }
