@@ -616,8 +616,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		c.failLocked(withDetail(ErrRefused, "dialer failed authentication"))
 		c.mu.Unlock()
 		c.t.stats.authFailures.Add(1)
-		c.t.stats.refused.Add(1)
-		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRefuse, ConnID: c.remoteID, Aux: uint64(stream.RefuseAuth)})
+		c.t.refuse(c.peer, c.remoteID, stream.RefuseAuth)
 		c.t.removeConn(c)
 		return
 	}
@@ -630,8 +629,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 			code = stream.RefuseNoListener
 		}
 		c.fail(withDetail(ErrRefused, "%v", code))
-		c.t.stats.refused.Add(1)
-		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRefuse, ConnID: c.remoteID, Aux: uint64(code)})
+		c.t.refuse(c.peer, c.remoteID, code)
 		return
 	}
 	c.t.stats.accepts.Add(1)

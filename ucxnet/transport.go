@@ -676,10 +676,7 @@ func (t *Transport) handleConnect(payload []byte) {
 		t.stats.refused.Add(1)
 		return
 	}
-	refuse := func(code stream.RefuseCode) {
-		t.stats.refused.Add(1)
-		_ = t.sendCtl(p, stream.Header{Kind: stream.KindRefuse, ConnID: hello.ConnID, Aux: uint64(code)})
-	}
+	refuse := func(code stream.RefuseCode) { t.refuse(p, hello.ConnID, code) }
 	t.mu.RLock()
 	l := t.listeners[hello.Name]
 	t.mu.RUnlock()
@@ -748,6 +745,12 @@ func (t *Transport) handleConnect(payload []byte) {
 	if c.auth == nil {
 		t.stats.accepts.Add(1)
 	}
+}
+
+// refuse answers a dialer's conn dialerID with REFUSE(code), and counts it.
+func (t *Transport) refuse(p *peer, dialerID uint64, code stream.RefuseCode) {
+	t.stats.refused.Add(1)
+	_ = t.sendCtl(p, stream.Header{Kind: stream.KindRefuse, ConnID: dialerID, Aux: uint64(code)})
 }
 
 // handleEPError fails every conn on a failed endpoint and closes it.

@@ -204,29 +204,16 @@ func TestProxyHTTP(t *testing.T) {
 // TestProxyHalfClose: the client's CloseWrite reaches the backend as EOF,
 // and the backend's reply and close come back.
 func TestProxyHalfClose(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				n, err := io.Copy(io.Discard, c)
-				if err != nil {
-					fmt.Fprintf(c, "error %v\n", err)
-					return
-				}
-				fmt.Fprintf(c, "got %d bytes\n", n)
-			}()
+	backend := tcpBackend(t, func(c net.Conn) {
+		defer c.Close()
+		n, err := io.Copy(io.Discard, c)
+		if err != nil {
+			fmt.Fprintf(c, "error %v\n", err)
+			return
 		}
-	}()
-	addr, a, b := startProxyPair(t, ln.Addr().String())
+		fmt.Fprintf(c, "got %d bytes\n", n)
+	})
+	addr, a, b := startProxyPair(t, backend)
 
 	for _, size := range []int{0, 1 << 20} {
 		c, err := net.Dial("tcp", addr)
@@ -251,25 +238,12 @@ func TestProxyHalfClose(t *testing.T) {
 // TestProxyReset: a backend that resets its conn mid-stream makes the
 // client's conn fail promptly instead of hanging.
 func TestProxyReset(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				io.ReadFull(c, make([]byte, 1000))
-				c.(*net.TCPConn).SetLinger(0)
-				c.Close() // RST
-			}()
-		}
-	}()
-	addr, a, b := startProxyPair(t, ln.Addr().String())
+	backend := tcpBackend(t, func(c net.Conn) {
+		io.ReadFull(c, make([]byte, 1000))
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close() // RST
+	})
+	addr, a, b := startProxyPair(t, backend)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -299,21 +273,8 @@ func TestProxyReset(t *testing.T) {
 // TestProxyShutdown: SIGTERM with a conn open: the proxy closes it after
 // --grace (1s) and exits 0; the client sees its conn end.
 func TestProxyShutdown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }() // echo
-		}
-	}()
-	addr, a, _ := startProxyPair(t, ln.Addr().String())
+	backend := tcpBackend(t, func(c net.Conn) { io.Copy(c, c); c.Close() }) // echo
+	addr, a, _ := startProxyPair(t, backend)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -405,4 +366,25 @@ func TestProxyRedis(t *testing.T) {
 	for _, r := range rates {
 		t.Log("redis-benchmark through ucxnet proxy:", r)
 	}
+}
+
+// tcpBackend starts a TCP server on a free loopback port that runs serve
+// for each conn (in its own goroutine), and returns its address.
+func tcpBackend(t *testing.T, serve func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+	return ln.Addr().String()
 }
