@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -259,12 +260,18 @@ func (c *Conn) Write(b []byte) (int, error) {
 
 		h := stream.Header{Kind: stream.KindData, ConnID: c.remoteID}
 		hb := h.Bytes()
-		frame := min(c.frame, c.peer.frameSize(c.t))
+		sp := c.peer.path(c.t)
+		frame := min(c.frame, sp.frame)
 		var sent int
-		err := c.peer.use(func(ep cucx.EP) (err error) {
-			sent, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], frame)
-			return err
-		})
+		var err error
+		if sp.zeroCopy && chunk >= ZeroCopyMin {
+			sent, err = c.sendZeroCopy(hb[:], b[n:n+chunk], frame)
+		} else {
+			err = c.peer.use(func(ep cucx.EP) (err error) {
+				sent, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], frame)
+				return err
+			})
+		}
 		frames := (sent + frame - 1) / frame
 		c.seq += uint64(frames)
 		c.t.stats.framesOut.Add(uint64(frames))
@@ -277,6 +284,32 @@ func (c *Conn) Write(b []byte) (int, error) {
 			c.werr = withDetail(ErrReset, "%v", err)
 		}
 	}
+}
+
+// sendZeroCopy sends p as frames straight from p's memory and waits until
+// UCX is done with it: p is pinned meanwhile, and Write's caller may reuse
+// it as soon as Write returns. The wait ignores deadlines — the data is
+// committed, and UCX finishes an eager send without the peer application's
+// help (its progress engine drains the transport, and a dead peer fails
+// the send) — so n stays exact. Called with c.wmu held.
+func (c *Conn) sendZeroCopy(hdr, p []byte, frame int) (sent int, err error) {
+	var pin runtime.Pinner
+	pin.Pin(&p[0])
+	defer pin.Unpin()
+	token, done := c.t.newOp()
+	var wait bool
+	err = c.peer.use(func(ep cucx.EP) (err error) {
+		sent, wait, err = c.t.eng.SendFramesZC(ep, hdr, seqOffset, lenOffset, c.seq, p, frame, token)
+		return err
+	})
+	if !wait {
+		c.t.forgetOp(token)
+		return sent, err
+	}
+	if st := <-done; st != cucx.StatusOK && err == nil {
+		err = &cucx.Error{Op: "send", Status: st}
+	}
+	return sent, err
 }
 
 // Header offsets that SendFrames patches per frame (see stream.Header).

@@ -3,6 +3,7 @@ package ucxnet
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"net"
@@ -136,4 +137,54 @@ func TestNetTest(t *testing.T) {
 		c1, c2 = p.conns(t)
 		return c1, c2, func() { c1.Close(); c2.Close() }, nil
 	})
+}
+
+// Large writes go out straight from the writer's memory over shared memory;
+// small ones, CopyWrites ones and those over other transports are copied; either way the
+// writer may overwrite its buffer the moment Write returns, including
+// writes that the receive window cut into parts.
+func TestZeroCopyWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		zeroCopy bool
+	}{
+		{"default", Config{Window: 256 << 10}, true},
+		{"copy", Config{Window: 256 << 10, CopyWrites: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, tc.cfg)
+			c, s := p.conns(t)
+			defer c.Close()
+			defer s.Close()
+			want := sha256.New()
+			got := make(chan []byte, 1)
+			go func() {
+				h := sha256.New()
+				io.Copy(h, s)
+				got <- h.Sum(nil)
+			}()
+			buf := make([]byte, 1<<20)
+			for i, n := range []int{100 << 10, 1 << 20, 16 << 10, 3000, 64 << 10, 1 << 20, 16<<10 - 1} {
+				for j := range buf[:n] {
+					buf[j] = byte(i*7 + j*13 + j>>9)
+				}
+				want.Write(buf[:n])
+				m, err := c.Write(buf[:n])
+				require.NoError(t, err)
+				require.Equal(t, n, m)
+				clear(buf[:n]) // free to reuse at once
+			}
+			require.NoError(t, c.(*Conn).CloseWrite())
+			require.Equal(t, want.Sum(nil), <-got)
+			zc := p.client.Stats().ZeroCopyFrames
+			tl := c.(*Conn).Transports()
+			t.Logf("transports %v: %d zero-copy frames", tl, zc)
+			if tc.zeroCopy && copiedInline(tl) {
+				require.NotZero(t, zc)
+			} else {
+				require.Zero(t, zc)
+			}
+		})
+	}
 }

@@ -102,6 +102,7 @@ const (
 	EventEPError = C.CUCX_EV_EP_ERROR // an endpoint failed
 	EventBad     = C.CUCX_EV_BAD      // an active message ucxnet cannot take (dropped)
 	EventFlushed = C.CUCX_EV_FLUSHED  // an endpoint flush finished
+	EventSent    = C.CUCX_EV_SENT     // a zero-copy send (SendFramesZC) finished
 )
 
 // Event is one thing UCX reported during Progress. Data points into C
@@ -113,8 +114,8 @@ type Event struct {
 	Data    []byte          // the AM payload (EventFrame)
 	DataLen int             // the payload length the sender used
 	EP      EP              // the endpoint that failed (EventEPError)
-	Status  Status          // why it failed (EventEPError), or the flush result (EventFlushed)
-	Token   uint64          // the flush's token (EventFlushed)
+	Status  Status          // why it failed (EventEPError), or the result (EventFlushed, EventSent)
+	Token   uint64          // the operation's token (EventFlushed, EventSent)
 
 	ref  DataRef
 	held bool
@@ -303,6 +304,31 @@ func (w *Worker) SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64
 	return int(n), st == C.UCS_INPROGRESS, statusErr("send", st)
 }
 
+// SendFramesZC sends like SendFrames but straight from data, without
+// copying it: UCX reads data until the send finishes. The caller must keep
+// data pinned (runtime.Pinner) and unchanged until then. wait = false means
+// UCX is done with data when SendFramesZC returns; wait = true means an
+// EventSent carrying token will report the end (also after an error, for
+// the frames handed over before it).
+//
+// Only the headers are copied. The caller must not use this for memory
+// that UCX would register with a registration cache (RDMA transports): UCX
+// cannot see the Go runtime return pages to the kernel, so a cached
+// registration of Go memory may go stale.
+func (w *Worker) SendFramesZC(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int, token uint64) (sent int, wait bool, err error) {
+	if len(data) == 0 {
+		return 0, false, nil
+	}
+	var n C.size_t
+	var cw C.int
+	st := C.cucx_send_frames_zc(w.w, ep.h(), (*C.uint8_t)(unsafe.Pointer(&header[0])), C.size_t(len(header)),
+		C.size_t(seqOff), C.size_t(lenOff), C.uint64_t(seq),
+		(*C.uint8_t)(unsafe.Pointer(&data[0])), C.size_t(len(data)), C.size_t(frame), C.uint64_t(token), &n, &cw)
+	runtime.KeepAlive(header)
+	runtime.KeepAlive(data)
+	return int(n), cw != 0, statusErr("send", st)
+}
+
 // Progress releases the previous batch of events, progresses the worker
 // until it is idle or maxEvents events wait, and appends those events to
 // evs. It returns the extended slice and UCX's progress count.
@@ -320,10 +346,10 @@ func (w *Worker) Progress(evs []Event, maxEvents int, release []DataRef) ([]Even
 
 func (w *Worker) events(evs []Event) []Event {
 	nev := int(w.w.nev)
-	if nev == 0 {
-		return evs
+	var all []C.cucx_event_t
+	if nev > 0 {
+		all = unsafe.Slice(w.w.ev, nev) // C memory, read without cgo calls
 	}
-	all := unsafe.Slice(w.w.ev, nev) // C memory, read without cgo calls
 	for i := range all {
 		e := &all[i]
 		ev := Event{Kind: int(e.kind), HdrLen: int(e.hdr_len), DataLen: int(e.len)}
@@ -342,6 +368,11 @@ func (w *Worker) events(evs []Event) []Event {
 			}
 		}
 		evs = append(evs, ev)
+	}
+	// Finished zero-copy sends come after the array's events (MarkHeld
+	// relies on the array's events coming first).
+	for op := w.w.zc_done; op != nil; op = op.next {
+		evs = append(evs, Event{Kind: EventSent, Token: uint64(op.token), Status: Status(op.status)})
 	}
 	return evs
 }
@@ -395,6 +426,7 @@ type Stats struct {
 	SendErrors uint64 // sends completed with an error
 	BufAllocs  uint64 // send buffers allocated (pool misses)
 	ImmSends   uint64 // sends UCX completed straight from the caller's memory (no copy)
+	ZCFrames   uint64 // frames sent from the caller's pinned memory (SendFramesZC)
 }
 
 // Stats returns the binding's counters.
@@ -404,6 +436,7 @@ func (w *Worker) Stats() Stats {
 		SendErrors: uint64(w.w.send_errors),
 		BufAllocs:  uint64(w.w.bufs_alloc),
 		ImmSends:   uint64(w.w.imm_sends),
+		ZCFrames:   uint64(w.w.zc_frames),
 	}
 }
 

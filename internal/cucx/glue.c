@@ -113,6 +113,11 @@ void cucx_release_events(cucx_worker_t *w)
         release_one(w, e->data, e->data_kind);
     }
     w->nev = 0;
+    while (w->zc_done != NULL) {
+        cucx_zc_op_t *op = w->zc_done;
+        w->zc_done = op->next;
+        free(op);
+    }
 }
 
 static ucs_status_t am_cb(void *arg, const void *header, size_t header_length,
@@ -457,6 +462,91 @@ ucs_status_t cucx_send_frames(cucx_worker_t *w, ucp_ep_h ep, uint8_t *hdr, size_
         off += n;
     }
     *sent = off;
+    return ret;
+}
+
+/* ---- zero-copy sends ------------------------------------------------------
+ * The payload is sent straight from the caller's memory, which the caller
+ * keeps pinned and untouched until the op is reported finished. Only the
+ * headers are copied (into the op), since UCX 1.13 keeps the header
+ * pointer until a send completes. A finished op goes on a list, not into
+ * the event array: reporting it needs no allocation, so it cannot be lost
+ * (a Write waits for it). */
+
+static void zc_finish(cucx_zc_op_t *op)
+{
+    cucx_worker_t *w = op->w;
+    op->next = w->zc_done;
+    w->zc_done = op;
+}
+
+static void zc_send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    cucx_zc_op_t *op = user_data;
+    cucx_worker_t *w = op->w;
+    w->inflight--;
+    if (status != UCS_OK) {
+        w->send_errors++;
+        if (op->status == UCS_OK) op->status = status;
+    }
+    ucp_request_free(request);
+    if (--op->pending == 0) zc_finish(op);
+}
+
+/* Sends data as consecutive frames like cucx_send_frames, but from the
+ * caller's memory. *wait = 1 means UCX still reads from data: the caller
+ * must keep it valid until a CUCX_EV_SENT with token is reported (also when
+ * an error is returned, for the frames sent before it). *wait = 0 means UCX
+ * is done with data. */
+ucs_status_t cucx_send_frames_zc(cucx_worker_t *w, ucp_ep_h ep, const uint8_t *hdr,
+                                 size_t hdr_len, size_t seq_off, size_t len_off, uint64_t seq,
+                                 const uint8_t *data, size_t len, size_t frame, uint64_t token,
+                                 size_t *sent, int *wait)
+{
+    size_t nframes = frame ? (len + frame - 1) / frame : 0;
+    *sent = 0;
+    *wait = 0;
+    if (nframes == 0) return UCS_OK;
+    cucx_zc_op_t *op = malloc(sizeof(*op) + nframes * hdr_len);
+    if (op == NULL) return UCS_ERR_NO_MEMORY;
+    op->w = w;
+    op->next = NULL;
+    op->token = token;
+    op->pending = 1; /* the submitter's reference */
+    op->status = UCS_OK;
+
+    ucs_status_t ret = UCS_OK;
+    size_t off = 0;
+    for (size_t i = 0; off < len; i++) {
+        size_t n = len - off < frame ? len - off : frame;
+        uint8_t *h = op->hdrs + i * hdr_len;
+        memcpy(h, hdr, hdr_len);
+        put_le(h + seq_off, seq + i, 8);
+        put_le(h + len_off, n, 4);
+        ucp_request_param_t p;
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_FLAGS;
+        p.cb.send = zc_send_cb;
+        p.user_data = op;
+        p.flags = UCP_AM_SEND_FLAG_EAGER;
+        ucs_status_ptr_t r = ucp_am_send_nbx(ep, CUCX_AM_ID, h, hdr_len, data + off, n, &p);
+        if (UCS_PTR_IS_ERR(r)) {
+            ret = UCS_PTR_STATUS(r);
+            break;
+        }
+        if (r != NULL) {
+            op->pending++;
+            w->inflight++;
+        }
+        w->zc_frames++;
+        off += n;
+    }
+    *sent = off;
+    if (--op->pending == 0) {
+        free(op);
+    } else {
+        *wait = 1;
+    }
     return ret;
 }
 

@@ -17,7 +17,8 @@ enum {
     CUCX_EV_FRAME = 1,    /* an active message: hdr + data */
     CUCX_EV_EP_ERROR = 2, /* an endpoint failed: ep, status */
     CUCX_EV_BAD = 3,      /* an active message we cannot take (bad header size, rendezvous) */
-    CUCX_EV_FLUSHED = 4   /* an endpoint flush finished: token, status */
+    CUCX_EV_FLUSHED = 4,  /* an endpoint flush finished: token, status */
+    CUCX_EV_SENT = 5      /* a zero-copy send finished: token, status */
 };
 
 enum {
@@ -46,6 +47,7 @@ typedef struct {
 } cucx_data_t;
 
 typedef struct cucx_buf cucx_buf_t;
+typedef struct cucx_zc_op cucx_zc_op_t;
 
 typedef struct {
     ucp_context_h ctx;
@@ -64,7 +66,21 @@ typedef struct {
     uint64_t      send_errors; /* sends that completed with an error */
     uint64_t      bufs_alloc;  /* buffers obtained from malloc */
     uint64_t      imm_sends;   /* sends UCX completed from the caller's memory */
+    uint64_t      zc_frames;   /* frames sent from the caller's (pinned) memory */
+
+    cucx_zc_op_t *zc_done;     /* zero-copy sends finished in the last batch (a list) */
 } cucx_worker_t;
+
+/* A zero-copy send (cucx_send_frames_zc) that UCX finished: reported with
+ * the batch it finished in, then freed with it. */
+struct cucx_zc_op {
+    cucx_worker_t *w;
+    cucx_zc_op_t  *next;
+    uint64_t       token;
+    uint32_t       pending; /* frames UCX still owns, +1 while submitting */
+    int32_t        status;  /* the first error, or UCS_OK */
+    uint8_t        hdrs[];  /* one header per frame: UCX 1.13 keeps the header pointer */
+};
 
 ucs_status_t cucx_open(cucx_worker_t **out, const char **names, const char **values, int n);
 void         cucx_close(cucx_worker_t *w);
@@ -79,6 +95,10 @@ ucs_status_t cucx_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hd
 ucs_status_t cucx_send_frames(cucx_worker_t *w, ucp_ep_h ep, uint8_t *hdr, size_t hdr_len,
                               size_t seq_off, size_t len_off, uint64_t seq,
                               const uint8_t *data, size_t len, size_t frame, size_t *sent);
+ucs_status_t cucx_send_frames_zc(cucx_worker_t *w, ucp_ep_h ep, const uint8_t *hdr,
+                                 size_t hdr_len, size_t seq_off, size_t len_off, uint64_t seq,
+                                 const uint8_t *data, size_t len, size_t frame, uint64_t token,
+                                 size_t *sent, int *wait);
 unsigned     cucx_progress(cucx_worker_t *w, size_t max_events, const cucx_data_t *rel,
                            size_t nrel);
 void         cucx_release_data(cucx_worker_t *w, const cucx_data_t *rel, size_t nrel);

@@ -186,6 +186,17 @@ func (e *Engine) SendFrames(ep cucx.EP, header []byte, seqOff, lenOff int, seq u
 	return sent, err
 }
 
+// SendFramesZC sends data as consecutive frames from the caller's pinned
+// memory (see cucx.Worker.SendFramesZC). wait means an EventSent carrying
+// token will report when UCX is done with data.
+func (e *Engine) SendFramesZC(ep cucx.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int, token uint64) (sent int, wait bool, err error) {
+	err = e.Do(func(w *cucx.Worker) error {
+		sent, wait, err = w.SendFramesZC(ep, header, seqOff, lenOff, seq, data, frame, token)
+		return err
+	})
+	return sent, wait, err
+}
+
 // Stats are an engine's counters.
 type Stats struct {
 	cucx.Stats
