@@ -12,7 +12,7 @@
 // either completes before the call returns or is refused; otherwise header
 // and payload are copied into a C-owned buffer that the operation owns until UCX completes
 // it. Either way UCX never holds a pointer into Go memory after the call.
-// Received data stays in UCX descriptors (or C heap copies) that are valid
+// Received data stays in UCX descriptors (or pooled C copies) that are valid
 // until the next Progress or Arm call, unless held (Event.Hold).
 //
 // A Worker is not safe for concurrent use: the caller (package progress)
@@ -122,7 +122,7 @@ type Event struct {
 }
 
 // DataRef is a handle on received data kept past its batch (see
-// Event.Hold). Its memory belongs to UCX (or the C heap) until released
+// Event.Hold). Its memory belongs to UCX (or the C side's buffer pool) until released
 // with Worker.Release (through the engine). The zero DataRef holds
 // nothing.
 type DataRef struct {

@@ -24,7 +24,7 @@ enum {
 enum {
     CUCX_DATA_NONE = 0,
     CUCX_DATA_DESC = 1,  /* data is a UCX descriptor: ucp_am_data_release */
-    CUCX_DATA_HEAP = 2   /* data was copied to malloc'ed memory: free */
+    CUCX_DATA_BUF = 2    /* data was copied to a pooled buffer: back to the pool */
 };
 
 typedef struct {
@@ -39,7 +39,7 @@ typedef struct {
     uint64_t token;
 } cucx_event_t;
 
-/* Received data kept past its progress batch (CUCX_DATA_DESC or _HEAP),
+/* Received data kept past its progress batch (CUCX_DATA_DESC or _BUF),
  * handed back for release later. */
 typedef struct {
     uintptr_t ptr;
