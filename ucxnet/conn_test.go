@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/nettest"
 
+	"github.com/ucxnet/ucxnet/internal/cucx"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -186,5 +187,40 @@ func TestZeroCopyWrites(t *testing.T) {
 				require.Zero(t, zc)
 			}
 		})
+	}
+}
+
+// ucxnet asks for 32 KiB+256-byte shared-memory segments and cuts frames
+// to fit whichever segment is in force — its own or the user's — and never
+// beyond what UCX 1.13 can carry in one FIFO element.
+func TestSharedMemorySegment(t *testing.T) {
+	for _, n := range []string{"UCX_MM_SEG_SIZE", "UCX_POSIX_SEG_SIZE", "UCX_SYSV_SEG_SIZE"} {
+		if _, set := os.LookupEnv(n); set {
+			t.Skipf("%s is set in the environment; this test checks ucxnet's own choice", n)
+		}
+	}
+	has := func(ss []cucx.Setting, name string) (string, bool) {
+		for _, s := range ss {
+			if s.Name == name {
+				return s.Value, true
+			}
+		}
+		return "", false
+	}
+	if sharedMemoryEnabled(os.Getenv("UCX_TLS")) {
+		v, ok := has(ucxSettings(nil), "MM_SEG_SIZE")
+		require.True(t, ok)
+		require.Equal(t, "33024", v)
+	}
+	require.Equal(t, 32<<10, sharedMemoryFrameFor(nil))
+	user := map[string]string{"SYSV_SEG_SIZE": "8256"}
+	_, ok := has(ucxSettings(user), "MM_SEG_SIZE")
+	require.False(t, ok, "the user's segment size wins")
+	require.Equal(t, 8000, sharedMemoryFrameFor(user))
+	require.Equal(t, 16<<10-256, sharedMemoryFrameFor(map[string]string{"MM_SEG_SIZE": "16k"}))
+	require.Equal(t, 1<<16-1-256, sharedMemoryFrameFor(map[string]string{"MM_SEG_SIZE": "1m"}))
+	require.Equal(t, 8000, sharedMemoryFrameFor(map[string]string{"MM_SEG_SIZE": "lots"}))
+	for in, want := range map[string]int{"8256": 8256, "64k": 64 << 10, "64KB": 64 << 10, "2m": 2 << 20, "100b": 100, "x": 0, "-1": 0, "": 0} {
+		require.Equal(t, want, parseMemUnits(in), "%q", in)
 	}
 }
