@@ -160,6 +160,8 @@ func (c *Conn) Read(b []byte) (int, error) {
 				}
 				if seg.Ref.Kind != 0 {
 					done = append(done, cucx.DataRef(seg.Ref))
+				} else {
+					c.t.putBuf(seg.Data)
 				}
 				c.rbuf[0] = stream.Segment{}
 				c.rbuf = c.rbuf[1:]
@@ -722,13 +724,17 @@ func (c *Conn) handleStream(h stream.Header, ev *cucx.Event) {
 		return
 	}
 	seg := stream.Segment{Kind: h.Kind, Seq: h.Seq, Data: ev.Data, Ref: stream.Ref(ev.Ref())}
-	small := len(ev.Data) < holdMin
+	small := len(ev.Data) < c.t.holdMin
 	if small && len(ev.Data) > 0 {
 		// Holding a UCX descriptor (a whole FIFO segment or receive buffer)
 		// for a few bytes would let a window of tiny frames pin far more
-		// memory than the window: copy small payloads instead.
-		seg.Data = append([]byte(nil), ev.Data...)
+		// memory than the window: copy small payloads instead — in order,
+		// straight into the read buffer (appendLocked); out of order, into
+		// a copy the reassembler keeps.
 		seg.Ref = stream.Ref{}
+		if h.Seq != c.reasm.Next() {
+			seg.Data = append([]byte(nil), ev.Data...)
+		}
 	}
 	segs, err := c.reasm.Push(seg)
 	if err == stream.ErrDuplicate {
@@ -761,10 +767,6 @@ func (c *Conn) handleStream(h stream.Header, ev *cucx.Event) {
 	c.mu.Unlock()
 }
 
-// holdMin is the smallest payload whose UCX descriptor a conn holds until
-// Read; smaller ones are copied to Go memory and coalesced.
-const holdMin = 4 << 10
-
 // appendLocked queues an in-order segment for Read. Small Go-owned
 // payloads are coalesced into the tail buffer, so that many tiny frames
 // cost about their bytes, not a segment each. c.mu is held.
@@ -776,8 +778,8 @@ func (c *Conn) appendLocked(s stream.Segment) {
 			return
 		}
 	}
-	if s.Ref.Kind == 0 && len(s.Data) < holdMin {
-		buf := make([]byte, len(s.Data), holdMin)
+	if s.Ref.Kind == 0 && len(s.Data) < c.t.holdMin {
+		buf := c.t.getBuf()[:len(s.Data)]
 		copy(buf, s.Data)
 		s.Data = buf
 	}

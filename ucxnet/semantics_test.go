@@ -266,7 +266,7 @@ func TestTinyWritesCoalesce(t *testing.T) {
 	sc.mu.Lock()
 	segs := len(sc.rbuf)
 	sc.mu.Unlock()
-	require.LessOrEqual(t, segs, n/holdMin+2, "%d bytes queued as %d segments", n, segs)
+	require.LessOrEqual(t, segs, n/sc.t.holdMin+2, "%d bytes queued as %d segments", n, segs)
 	got := make([]byte, n)
 	_, err := io.ReadFull(s, got)
 	require.NoError(t, err)

@@ -104,6 +104,16 @@ type Transport struct {
 	name string
 
 	shmFrame int // frame payload that fits one shared-memory segment
+	// holdMin is the smallest payload whose receive buffer (a UCX
+	// descriptor, or a pooled copy) a conn holds until Read; smaller ones
+	// are copied to Go memory and coalesced. Half a shared-memory frame:
+	// a held descriptor is a whole segment, so holding smaller payloads
+	// would let a window of them pin many times the window in shared
+	// memory (4 KiB writes on 16 conns grew UCX's pool past 500 MB).
+	holdMin int
+
+	bufMu sync.Mutex
+	bufs  [][]byte // recycled read buffers of capacity holdMin (small payloads are coalesced into them)
 
 	mu        sync.RWMutex
 	conns     map[uint64]*Conn
@@ -264,6 +274,37 @@ func (t *Transport) closePeer(p *peer, force bool) {
 	_ = t.eng.CloseEP(p.ep, force)
 }
 
+// maxFreeBufs bounds the recycled read buffers a transport keeps.
+const maxFreeBufs = 256
+
+// getBuf returns an empty buffer of capacity holdMin for coalescing small
+// payloads.
+func (t *Transport) getBuf() []byte {
+	t.bufMu.Lock()
+	if n := len(t.bufs); n > 0 {
+		b := t.bufs[n-1]
+		t.bufs[n-1] = nil
+		t.bufs = t.bufs[:n-1]
+		t.bufMu.Unlock()
+		return b[:0]
+	}
+	t.bufMu.Unlock()
+	return make([]byte, 0, t.holdMin)
+}
+
+// putBuf recycles a read buffer that Read has emptied, if it is one of
+// getBuf's (whole: never resliced from the front).
+func (t *Transport) putBuf(b []byte) {
+	if cap(b) != t.holdMin {
+		return
+	}
+	t.bufMu.Lock()
+	if len(t.bufs) < maxFreeBufs {
+		t.bufs = append(t.bufs, b[:0])
+	}
+	t.bufMu.Unlock()
+}
+
 // newOp registers a UCX operation (a flush or a zero-copy send) that
 // reports its end with an event carrying token.
 func (t *Transport) newOp() (token uint64, done <-chan cucx.Status) {
@@ -418,6 +459,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 		reg:       reg,
 		name:      cfg.Name,
 		shmFrame:  sharedMemoryFrameFor(cfg.UCX),
+		holdMin:   min(16<<10, sharedMemoryFrameFor(cfg.UCX)/2),
 		conns:     make(map[uint64]*Conn),
 		peers:     make(map[string]*peer),
 		peersByEP: make(map[cucx.EP]*peer),
