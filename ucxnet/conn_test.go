@@ -140,8 +140,8 @@ func TestNetTest(t *testing.T) {
 	})
 }
 
-// Large writes go out straight from the writer's memory over shared memory;
-// small ones, CopyWrites ones and those over other transports are copied; either way the
+// Large writes go out straight from the writer's memory over shared memory
+// and TCP; small ones, CopyWrites ones and those over RDMA are copied; either way the
 // writer may overwrite its buffer the moment Write returns, including
 // writes that the receive window cut into parts.
 func TestZeroCopyWrites(t *testing.T) {
@@ -181,7 +181,7 @@ func TestZeroCopyWrites(t *testing.T) {
 			zc := p.client.Stats().ZeroCopyFrames
 			tl := c.(*Conn).Transports()
 			t.Logf("transports %v: %d zero-copy frames", tl, zc)
-			if tc.zeroCopy && copiedInline(tl) {
+			if tc.zeroCopy && onlyTransports(tl, "posix", "sysv", "cma", "self", "tcp") {
 				require.NotZero(t, zc)
 			} else {
 				require.Zero(t, zc)
@@ -190,13 +190,13 @@ func TestZeroCopyWrites(t *testing.T) {
 	}
 }
 
-// ucxnet asks for 32 KiB+256-byte shared-memory segments and cuts frames
-// to fit whichever segment is in force — its own or the user's — and never
-// beyond what UCX 1.13 can carry in one FIFO element.
-func TestSharedMemorySegment(t *testing.T) {
-	for _, n := range []string{"UCX_MM_SEG_SIZE", "UCX_POSIX_SEG_SIZE", "UCX_SYSV_SEG_SIZE"} {
-		if _, set := os.LookupEnv(n); set {
-			t.Skipf("%s is set in the environment; this test checks ucxnet's own choice", n)
+// ucxnet sizes shared-memory and TCP receive segments and cuts frames to
+// fit whichever segment is in force — its own or the user's — never beyond
+// what UCX 1.13 can carry in one shared-memory FIFO element.
+func TestSegments(t *testing.T) {
+	for _, n := range append(shmSegment.names, tcpSegment.names...) {
+		if _, set := os.LookupEnv("UCX_" + n); set {
+			t.Skipf("UCX_%s is set in the environment; this test checks ucxnet's own choice", n)
 		}
 	}
 	has := func(ss []cucx.Setting, name string) (string, bool) {
@@ -207,20 +207,39 @@ func TestSharedMemorySegment(t *testing.T) {
 		}
 		return "", false
 	}
-	if sharedMemoryEnabled(os.Getenv("UCX_TLS")) {
-		v, ok := has(ucxSettings(nil), "MM_SEG_SIZE")
-		require.True(t, ok)
+	tls := os.Getenv("UCX_TLS")
+	v, ok := has(ucxSettings(nil), "MM_SEG_SIZE")
+	require.Equal(t, transportEnabled(tls, sharedMemoryNames...), ok)
+	if ok {
 		require.Equal(t, "33024", v)
 	}
-	require.Equal(t, 32<<10, sharedMemoryFrameFor(nil))
-	user := map[string]string{"SYSV_SEG_SIZE": "8256"}
-	_, ok := has(ucxSettings(user), "MM_SEG_SIZE")
+	v, ok = has(ucxSettings(nil), "RX_SEG_SIZE")
+	require.Equal(t, transportEnabled(tls, "tcp"), ok)
+	if ok {
+		require.Equal(t, "1049600", v)
+	}
+	require.Equal(t, 32<<10, shmSegment.frame(nil))
+	require.Equal(t, 1<<20, tcpSegment.frame(nil))
+	user := map[string]string{"SYSV_SEG_SIZE": "8256", "TCP_RX_SEG_SIZE": "64k"}
+	_, ok = has(ucxSettings(user), "MM_SEG_SIZE")
 	require.False(t, ok, "the user's segment size wins")
-	require.Equal(t, 8000, sharedMemoryFrameFor(user))
-	require.Equal(t, 16<<10-256, sharedMemoryFrameFor(map[string]string{"MM_SEG_SIZE": "16k"}))
-	require.Equal(t, 1<<16-1-256, sharedMemoryFrameFor(map[string]string{"MM_SEG_SIZE": "1m"}))
-	require.Equal(t, 8000, sharedMemoryFrameFor(map[string]string{"MM_SEG_SIZE": "lots"}))
+	require.Equal(t, 8000, shmSegment.frame(user))
+	require.Equal(t, 63<<10, tcpSegment.frame(user))
+	require.Equal(t, 16<<10-256, shmSegment.frame(map[string]string{"MM_SEG_SIZE": "16k"}))
+	require.Equal(t, 1<<16-1-256, shmSegment.frame(map[string]string{"MM_SEG_SIZE": "1m"}))
+	require.Equal(t, 8000, shmSegment.frame(map[string]string{"MM_SEG_SIZE": "lots"}))
 	for in, want := range map[string]int{"8256": 8256, "64k": 64 << 10, "64KB": 64 << 10, "2m": 2 << 20, "100b": 100, "x": 0, "-1": 0, "": 0} {
 		require.Equal(t, want, parseMemUnits(in), "%q", in)
+	}
+	for _, c := range []struct {
+		tls string
+		tcp bool
+		shm bool
+	}{
+		{"", true, true}, {"tcp", true, false}, {"sm", false, true}, {"sm,tcp", true, true},
+		{"all", true, true}, {"^tcp", false, true}, {"^sm", true, false}, {"posix,self", false, true},
+	} {
+		require.Equal(t, c.tcp, transportEnabled(c.tls, "tcp"), "%q", c.tls)
+		require.Equal(t, c.shm, transportEnabled(c.tls, sharedMemoryNames...), "%q", c.tls)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,10 +36,9 @@ var ucxDefaults = []cucx.Setting{
 	// Shared memory transports are excluded under peer error handling
 	// unless this is set, and ucxnet needs peer error handling.
 	{Name: "MM_ERROR_HANDLING", Value: "y"},
-	// One 64 KiB frame per FIFO segment (see sharedMemorySegment). Set as
-	// MM_SEG_SIZE, which posix and sysv inherit: UCX 1.13 ignores
-	// POSIX_/SYSV_SEG_SIZE given through ucp_config_modify (measured).
-	{Name: "MM_SEG_SIZE", Value: strconv.Itoa(sharedMemorySegment)},
+	// Receive segments that hold one whole frame (see segments.go).
+	{Name: shmSegment.names[0], Value: strconv.Itoa(shmSegment.size)},
+	{Name: tcpSegment.names[0], Value: strconv.Itoa(tcpSegment.size)},
 	// Detect dead peers in about a second rather than 20 s.
 	{Name: "KEEPALIVE_INTERVAL", Value: "1s"},
 }
@@ -104,6 +104,7 @@ type Transport struct {
 	name string
 
 	shmFrame int // frame payload that fits one shared-memory segment
+	tcpFrame int // frame payload that fits one TCP receive segment
 	// holdMin is the smallest payload whose receive buffer (a UCX
 	// descriptor, or a pooled copy) a conn holds until Read; smaller ones
 	// are copied to Go memory and coalesced. Half a shared-memory frame:
@@ -143,35 +144,6 @@ type peer struct {
 	gone bool         // ep is closed or closing (under epMu)
 }
 
-// Frame sizes ucxnet sends with when Config.FrameSize is zero, by what
-// carries the endpoint (measured; see docs/PERFORMANCE.md).
-const (
-	// sharedMemorySegment is the shared-memory FIFO segment ucxnet asks
-	// UCX for (UCX_MM_SEG_SIZE, inherited by posix and sysv; UCX's default
-	// is 8256 bytes) unless the environment or Config.UCX sets one: a
-	// 32 KiB frame with its headers fits one segment. UCX copies such a
-	// frame once, from the writer's buffer into the segment, and the
-	// reader copies it once out of it — no fragmenting and reassembling —
-	// and a power-of-two payload keeps common write sizes (64 KiB, 1 MiB)
-	// whole frames. Measured against 8000-byte frames in 8256-byte
-	// segments: 64 KiB writes 3.4 → 11 GB/s. (Segments must stay below
-	// 64 KiB: a FIFO element's length is 16 bits in UCX 1.13, and with a
-	// 65792-byte segment a fragmented message trips an assertion in
-	// ucp_am.c that aborts the process.)
-	sharedMemorySegment = 32<<10 + segmentSlack
-	// maxSegment is the largest segment UCX 1.13 handles.
-	maxSegment = 1<<16 - 1
-	// segmentSlack is what a segment holds besides the frame's payload:
-	// UCX's and ucxnet's headers.
-	segmentSlack = 256
-	// networkFrame amortises per-frame costs over TCP and RDMA, and keeps a
-	// frame with its headers within one UCX TCP segment
-	// (UCX_TCP_RX_SEG_SIZE, 64 KiB by default). A frame of a full 64 KiB
-	// is split by UCX and reassembled in memory it mallocs per message:
-	// 1 MiB writes over tcp ran at 1.0 GB/s instead of 3.4.
-	networkFrame = 64<<10 - 1024
-)
-
 // sendPath is how writes go out on a peer's endpoint, chosen once from the
 // UCX transports that carry it.
 type sendPath struct {
@@ -179,15 +151,12 @@ type sendPath struct {
 	zeroCopy bool // large writes may be sent straight from the writer's memory
 }
 
-// path returns how to send on this peer's endpoint: frames of
-// Config.FrameSize, or of a size chosen from the endpoint's transports;
-// and whether UCX may read large writes straight from the writer's
-// (pinned) memory. That pays only over shared memory, where UCX copies a
-// frame into the peer's FIFO before the send returns, so Write hardly
-// waits. Over TCP, Write would wait for the socket to drain and lose the
-// overlap of copying the next write with sending this one; measured, it
-// gained nothing there (1 MiB writes: 3.55 vs 3.42 GB/s, within noise). Over RDMA it would not be safe: UCX
-// cannot see the Go runtime hand pages back to the kernel, so a cached
+// path returns how to send on this peer's endpoint, from the UCX
+// transports that carry it: frames that fit one receive segment of the
+// transport (or of Config.FrameSize), and whether UCX may read large
+// writes straight from the writer's pinned memory. That is allowed over
+// shared memory and TCP, where UCX registers nothing, and not over RDMA:
+// UCX cannot see the Go runtime hand pages back to the kernel, so a cached
 // registration of Go memory could go stale.
 func (p *peer) path(t *Transport) sendPath {
 	if sp := p.sp.Load(); sp != nil {
@@ -199,42 +168,30 @@ func (p *peer) path(t *Transport) sendPath {
 		return nil
 	})
 	sp := sendPath{frame: networkFrame}
-	if len(tl) > 0 && allSharedMemory(tl) {
-		sp.frame = t.shmFrame
+	switch {
+	case len(tl) == 0:
+		// not known yet (endpoint still wiring up): ask again next time
+	case onlyTransports(tl, "posix", "sysv", "cma", "self"):
+		sp = sendPath{frame: t.shmFrame, zeroCopy: true}
+	case onlyTransports(tl, "tcp", "self"):
+		sp = sendPath{frame: t.tcpFrame, zeroCopy: true}
 	}
 	if t.cfg.FrameSize > 0 {
 		sp.frame = t.cfg.FrameSize
 	}
-	if len(tl) == 0 {
-		return sp // not known yet (endpoint still wiring up): ask again next time
+	sp.zeroCopy = sp.zeroCopy && !t.cfg.CopyWrites
+	if len(tl) > 0 {
+		p.sp.Store(&sp)
 	}
-	sp.zeroCopy = !t.cfg.CopyWrites && copiedInline(tl)
-	p.sp.Store(&sp)
 	return sp
 }
 
-// copiedInline reports whether every transport is shared memory that UCX
-// copies an eager frame into while sending it, registering nothing.
-func copiedInline(tl []string) bool {
+// onlyTransports reports whether every transport ("tcp/lo",
+// "posix/memory", ...) is one of names.
+func onlyTransports(tl []string, names ...string) bool {
 	for _, tr := range tl {
 		name, _, _ := strings.Cut(tr, "/")
-		switch name {
-		case "posix", "sysv", "cma", "self":
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// allSharedMemory reports whether every transport ("posix/memory", ...) is
-// a shared-memory one.
-func allSharedMemory(tl []string) bool {
-	for _, tr := range tl {
-		name, _, _ := strings.Cut(tr, "/")
-		switch name {
-		case "posix", "sysv", "xpmem", "knem", "cma", "self":
-		default:
+		if !slices.Contains(names, name) {
 			return false
 		}
 	}
@@ -458,8 +415,9 @@ func NewTransport(cfg Config) (*Transport, error) {
 		cfg:       cfg,
 		reg:       reg,
 		name:      cfg.Name,
-		shmFrame:  sharedMemoryFrameFor(cfg.UCX),
-		holdMin:   min(16<<10, sharedMemoryFrameFor(cfg.UCX)/2),
+		shmFrame:  shmSegment.frame(cfg.UCX),
+		tcpFrame:  tcpSegment.frame(cfg.UCX),
+		holdMin:   min(16<<10, shmSegment.frame(cfg.UCX)/2),
 		conns:     make(map[uint64]*Conn),
 		peers:     make(map[string]*peer),
 		peersByEP: make(map[cucx.EP]*peer),
@@ -487,11 +445,13 @@ func ucxSettings(user map[string]string) []cucx.Setting {
 		if _, set := os.LookupEnv("UCX_" + s.Name); set {
 			continue
 		}
-		if sharedMemorySetting(s.Name) && !sharedMemoryEnabled(os.Getenv("UCX_TLS")) {
+		seg := segmentNamed(s.Name)
+		if (s.Name == "MM_ERROR_HANDLING" || seg == &shmSegment) && !transportEnabled(os.Getenv("UCX_TLS"), sharedMemoryNames...) ||
+			seg == &tcpSegment && !transportEnabled(os.Getenv("UCX_TLS"), "tcp") {
 			continue // UCX warns about settings of components it did not load
 		}
-		if strings.HasSuffix(s.Name, "_SEG_SIZE") && segmentSet(user) != "" {
-			continue // the user chose the segment size (maybe as MM_SEG_SIZE)
+		if seg != nil && seg.userValue(user) != "" {
+			continue // the user chose the segment size (maybe under another name)
 		}
 		if _, set := user[s.Name]; set {
 			continue
@@ -507,74 +467,6 @@ func ucxSettings(user map[string]string) []cucx.Setting {
 		out = append(out, cucx.Setting{Name: k, Value: user[k]})
 	}
 	return out
-}
-
-// sharedMemorySetting reports whether a UCX setting belongs to the
-// shared-memory transports.
-func sharedMemorySetting(name string) bool {
-	return strings.HasPrefix(name, "MM_") || strings.HasPrefix(name, "POSIX_") || strings.HasPrefix(name, "SYSV_")
-}
-
-// segmentSet returns the shared-memory segment size the user set (in the
-// environment or Config.UCX), or "".
-func segmentSet(user map[string]string) string {
-	for _, n := range []string{"POSIX_SEG_SIZE", "SYSV_SEG_SIZE", "MM_SEG_SIZE"} {
-		if v, ok := user[n]; ok {
-			return v
-		}
-		if v, ok := os.LookupEnv("UCX_" + n); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// sharedMemoryFrameFor returns the frame payload size that fits one
-// shared-memory segment: ucxnet's segment, or the one the user set.
-func sharedMemoryFrameFor(user map[string]string) int {
-	seg := sharedMemorySegment
-	if v := segmentSet(user); v != "" {
-		seg = parseMemUnits(v)
-	}
-	if seg < 2*segmentSlack {
-		return 8256 - segmentSlack // unparsable: UCX's default segment
-	}
-	return min(seg, maxSegment) - segmentSlack
-}
-
-// parseMemUnits parses a UCX size such as "8256", "64k" or "1m"; 0 if it
-// cannot.
-func parseMemUnits(v string) int {
-	v = strings.ToLower(strings.TrimSpace(v))
-	mult := 1
-	switch {
-	case strings.HasSuffix(v, "kb"), strings.HasSuffix(v, "k"):
-		mult, v = 1<<10, strings.TrimRight(v, "kb")
-	case strings.HasSuffix(v, "mb"), strings.HasSuffix(v, "m"):
-		mult, v = 1<<20, strings.TrimRight(v, "mb")
-	case strings.HasSuffix(v, "b"):
-		v = strings.TrimSuffix(v, "b")
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 || n > 1<<30/mult {
-		return 0
-	}
-	return n * mult
-}
-
-// sharedMemoryEnabled reports whether a UCX_TLS value may select a shared
-// memory transport.
-func sharedMemoryEnabled(tls string) bool {
-	if tls == "" || strings.HasPrefix(tls, "^") {
-		return true
-	}
-	for _, f := range strings.Split(tls, ",") {
-		switch strings.TrimSpace(f) {
-		case "all", "sm", "shm", "mm", "posix", "sysv", "xpmem", "knem":
-			return true
-		}
-	}
-	return false
 }
 
 // EffectiveUCXDefaults returns the UCX settings ucxnet applies on top of
