@@ -2,6 +2,7 @@ package ucxnet
 
 import (
 	"crypto/hmac"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -290,10 +291,9 @@ func (c *Conn) Write(b []byte) (int, error) {
 
 // sendZeroCopy sends p as frames straight from p's memory and waits until
 // UCX is done with it: p is pinned meanwhile, and Write's caller may reuse
-// it as soon as Write returns. The wait ignores deadlines — the data is
-// committed, and UCX finishes an eager send without the peer application's
-// help (its progress engine drains the transport, and a dead peer fails
-// the send) — so n stays exact. Called with c.wmu held.
+// it as soon as Write returns. If the send fails, none of p counts as
+// sent: the conn is broken, and some of p may not have gone out. Called
+// with c.wmu held.
 func (c *Conn) sendZeroCopy(hdr, p []byte, frame int) (sent int, err error) {
 	var pin runtime.Pinner
 	pin.Pin(&p[0])
@@ -308,10 +308,52 @@ func (c *Conn) sendZeroCopy(hdr, p []byte, frame int) (sent int, err error) {
 		c.t.forgetOp(token)
 		return sent, err
 	}
-	if st := <-done; st != cucx.StatusOK && err == nil {
-		err = &cucx.Error{Op: "send", Status: st}
+	if st := c.waitZeroCopy(done); st != cucx.StatusOK {
+		if err == nil {
+			err = &cucx.Error{Op: "send", Status: st}
+		}
+		return 0, err
 	}
 	return sent, err
+}
+
+// zeroCopyGrace is how long a zero-copy send may stay unfinished after the
+// write deadline passed or the conn was closed before the peer is taken
+// for hung.
+const zeroCopyGrace = 2 * time.Second
+
+// waitZeroCopy waits until UCX has finished a zero-copy send. UCX finishes
+// an eager send without the peer application's help — only the peer's
+// progress engine must drain the transport, and a dead peer fails the
+// send — so the data is committed and the wait normally takes
+// microseconds, whatever the deadline. But a peer process that is stopped
+// or hung neither drains nor fails: once the write deadline has passed (or
+// the conn is closed) and zeroCopyGrace more has gone by, its endpoint is
+// force-closed, which cancels the send (UCX never reads the writer's
+// memory again) and resets every conn to that peer.
+func (c *Conn) waitZeroCopy(done <-chan cucx.Status) cucx.Status {
+	var grace <-chan time.Time
+	closed := c.closedCh
+	for {
+		var dl chan struct{}
+		if grace == nil {
+			dl = c.writeDeadline.wait()
+		}
+		select {
+		case st := <-done:
+			return st
+		case <-dl:
+		case <-closed:
+		case <-grace:
+			c.t.stats.stalledPeers.Add(1)
+			c.t.failPeer(c.peer, fmt.Sprintf("it did not drain a send for %v past the write deadline or close", zeroCopyGrace))
+			return <-done
+		}
+		if grace == nil && (isClosedChan(dl) || isClosedChan(closed)) {
+			grace = time.After(zeroCopyGrace)
+			closed = nil
+		}
+	}
 }
 
 // Header offsets that SendFrames patches per frame (see stream.Header).

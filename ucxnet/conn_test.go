@@ -140,8 +140,8 @@ func TestNetTest(t *testing.T) {
 	})
 }
 
-// Large writes go out straight from the writer's memory over shared memory
-// and TCP; small ones, CopyWrites ones and those over RDMA are copied; either way the
+// Large writes go out straight from the writer's memory over shared memory;
+// small ones, CopyWrites ones and those over TCP and RDMA are copied; either way the
 // writer may overwrite its buffer the moment Write returns, including
 // writes that the receive window cut into parts.
 func TestZeroCopyWrites(t *testing.T) {
@@ -181,7 +181,7 @@ func TestZeroCopyWrites(t *testing.T) {
 			zc := p.client.Stats().ZeroCopyFrames
 			tl := c.(*Conn).Transports()
 			t.Logf("transports %v: %d zero-copy frames", tl, zc)
-			if tc.zeroCopy && onlyTransports(tl, "posix", "sysv", "cma", "self", "tcp") {
+			if tc.zeroCopy && onlyTransports(tl, "posix", "sysv", "cma", "self") {
 				require.NotZero(t, zc)
 			} else {
 				require.Zero(t, zc)
@@ -242,4 +242,43 @@ func TestSegments(t *testing.T) {
 		require.Equal(t, c.tcp, transportEnabled(c.tls, "tcp"), "%q", c.tls)
 		require.Equal(t, c.shm, transportEnabled(c.tls, sharedMemoryNames...), "%q", c.tls)
 	}
+}
+
+// A peer whose process is stopped (here: its progress engine is held)
+// neither drains the transport nor fails. A zero-copy Write to it must not
+// outlive its deadline for good: zeroCopyGrace after the deadline the peer
+// is taken for hung, its endpoint force-closed (so UCX never reads the
+// writer's buffer again) and the Write fails with ECONNRESET.
+func TestZeroCopyStalledPeer(t *testing.T) {
+	p := newPair(t, Config{Window: 64 << 20})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	if !c.(*Conn).peer.path(p.client).zeroCopy {
+		t.Skipf("transports %v: writes are copied, not sent zero-copy", c.(*Conn).Transports())
+	}
+	paused, unblock := make(chan struct{}), make(chan struct{})
+	go p.server.eng.Do(func(*cucx.Worker) error {
+		close(paused)
+		<-unblock
+		return nil
+	})
+	<-paused
+	defer close(unblock)
+
+	buf := make([]byte, 48<<20) // more than shared memory FIFOs or socket buffers hold
+	const dl = 300 * time.Millisecond
+	require.NoError(t, c.SetWriteDeadline(time.Now().Add(dl)))
+	start := time.Now()
+	n, err := c.Write(buf)
+	el := time.Since(start)
+	t.Logf("Write returned n=%d after %v: %v", n, el, err)
+	require.Error(t, err)
+	require.Less(t, n, len(buf))
+	require.GreaterOrEqual(t, el, dl+zeroCopyGrace)
+	require.Less(t, el, dl+zeroCopyGrace+5*time.Second)
+	require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
+	require.Equal(t, uint64(1), p.client.Stats().StalledPeers)
+	_, err = c.Write([]byte("more"))
+	require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
 }

@@ -374,6 +374,10 @@ func (w *Worker) events(evs []Event) []Event {
 	for op := w.w.zc_done; op != nil; op = op.next {
 		evs = append(evs, Event{Kind: EventSent, Token: uint64(op.token), Status: Status(op.status)})
 	}
+	// What was read is released with the next batch; what UCX records
+	// from now on is not (see cucx_release_events).
+	w.w.nev_read = C.size_t(nev)
+	w.w.zc_read = w.w.zc_done
 	return evs
 }
 

@@ -104,19 +104,34 @@ void cucx_release_data(cucx_worker_t *w, const cucx_data_t *rel, size_t nrel)
     }
 }
 
-/* Releases the data of the last batch, except events whose data_kind Go
- * cleared because it keeps the data (and releases it later). */
+/* Releases what Go has read of the last batch (events whose data_kind Go
+ * cleared are kept: Go holds their data and releases it later). Events and
+ * finished sends recorded since Go read the batch — UCX calls back outside
+ * ucp_worker_progress too, e.g. inside a forced ucp_ep_close_nbx — stay
+ * for the next batch. */
 void cucx_release_events(cucx_worker_t *w)
 {
-    for (size_t i = 0; i < w->nev; i++) {
+    size_t nread = w->nev_read;
+    for (size_t i = 0; i < nread; i++) {
         cucx_event_t *e = &w->ev[i];
         release_one(w, e->data, e->data_kind);
     }
-    w->nev = 0;
-    while (w->zc_done != NULL) {
-        cucx_zc_op_t *op = w->zc_done;
-        w->zc_done = op->next;
-        free(op);
+    if (nread > 0) {
+        memmove(w->ev, w->ev + nread, (w->nev - nread) * sizeof(*w->ev));
+        w->nev -= nread;
+        w->nev_read = 0;
+    }
+    if (w->zc_read != NULL) {
+        cucx_zc_op_t **link = &w->zc_done;
+        while (*link != w->zc_read) {
+            link = &(*link)->next;
+        }
+        *link = NULL; /* detach the read suffix */
+        while (w->zc_read != NULL) {
+            cucx_zc_op_t *op = w->zc_read;
+            w->zc_read = op->next;
+            free(op);
+        }
     }
 }
 
@@ -238,6 +253,8 @@ void cucx_close(cucx_worker_t *w)
 {
     if (w == NULL) return;
     if (w->worker != NULL) {
+        w->nev_read = w->nev; /* nothing will read them now */
+        w->zc_read = w->zc_done;
         cucx_release_events(w);
         ucp_worker_destroy(w->worker);
     }
@@ -577,5 +594,8 @@ unsigned cucx_progress(cucx_worker_t *w, size_t max_events, const cucx_data_t *r
 ucs_status_t cucx_arm(cucx_worker_t *w)
 {
     cucx_release_events(w);
+    if (w->nev > 0 || w->zc_done != NULL) {
+        return UCS_ERR_BUSY; /* recorded outside progress, not read yet */
+    }
     return ucp_worker_arm(w->worker);
 }

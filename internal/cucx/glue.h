@@ -58,6 +58,7 @@ typedef struct {
     cucx_event_t *ev;
     size_t        nev;
     size_t        cap;
+    size_t        nev_read; /* events Go has read: the next release frees these only */
 
     cucx_buf_t   *pool[32]; /* free lists by size class */
     uint32_t      pooled[32];
@@ -68,7 +69,8 @@ typedef struct {
     uint64_t      imm_sends;   /* sends UCX completed from the caller's memory */
     uint64_t      zc_frames;   /* frames sent from the caller's (pinned) memory */
 
-    cucx_zc_op_t *zc_done;     /* zero-copy sends finished in the last batch (a list) */
+    cucx_zc_op_t *zc_done;     /* finished zero-copy sends, newest first (a list) */
+    cucx_zc_op_t *zc_read;     /* the part of zc_done Go has read (a suffix of it) */
 } cucx_worker_t;
 
 /* A zero-copy send (cucx_send_frames_zc) that UCX finished: reported with

@@ -197,6 +197,15 @@ func (e *Engine) SendFramesZC(ep cucx.EP, header []byte, seqOff, lenOff int, seq
 	return sent, wait, err
 }
 
+// markHeld tells the worker which events of the batch the handler held.
+// It takes the lock: the handler may have called into UCX, and UCX may
+// have recorded events (growing the C array) meanwhile.
+func (e *Engine) markHeld(evs []cucx.Event) {
+	e.mu.Lock()
+	e.w.MarkHeld(evs)
+	e.mu.Unlock()
+}
+
 // Stats are an engine's counters.
 type Stats struct {
 	cucx.Stats
@@ -244,7 +253,7 @@ func (e *Engine) loop() {
 		if len(evs) > 0 {
 			e.batches.Add(1)
 			e.h.HandleEvents(evs)
-			e.w.MarkHeld(evs)
+			e.markHeld(evs)
 			clear(evs) // drop references to C memory
 		}
 		// Activity — frames in, or sends out — restarts the spin window.
@@ -311,7 +320,7 @@ func (e *Engine) Close(linger time.Duration) error {
 		e.mu.Unlock()
 		if len(evs) > 0 {
 			e.h.HandleEvents(evs)
-			e.w.MarkHeld(evs)
+			e.markHeld(evs)
 			clear(evs)
 		}
 		if inflight == 0 || time.Now().After(deadline) {
