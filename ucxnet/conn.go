@@ -212,10 +212,13 @@ func (c *Conn) sendWindow(limit uint64) {
 }
 
 // Write writes data to the conn. It returns once all of b is handed to UCX
-// — taken by the transport inline, or copied into C-owned buffers that the
-// send owns until it completes: b may be reused at once — or with an error,
-// in which case n says exactly how many bytes were sent. Write blocks while
-// the peer's receive window is full.
+// and UCX is done with b — taken by the transport inline, copied into
+// C-owned buffers that the send owns until it completes, or (over shared
+// memory, for ZeroCopyMin bytes or more) sent straight from b, pinned until
+// UCX reports it sent: b may be reused at once — or with an error, in
+// which case n says how many bytes were sent. Write blocks while the
+// peer's receive window is full; the deadline is checked before each part
+// is committed to UCX.
 func (c *Conn) Write(b []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()

@@ -7,13 +7,16 @@
 // (glue.c), which records it in a C-owned event array; Go reads that array
 // once per progress batch, so there is no C→Go callback per frame.
 //
-// Memory rules: a small send (≤ 1 KiB) is first offered to UCX straight
-// from the caller's memory with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, which
-// either completes before the call returns or is refused; otherwise header
-// and payload are copied into a C-owned buffer that the operation owns until UCX completes
-// it. Either way UCX never holds a pointer into Go memory after the call.
-// Received data stays in UCX descriptors (or pooled C copies) that are valid
-// until the next Progress or Arm call, unless held (Event.Hold).
+// Memory rules: Send and SendFrames never leave UCX a pointer into Go
+// memory: a small send (≤ 1 KiB) is first offered to UCX straight from the
+// caller's memory with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, which either
+// completes before the call returns or is refused; otherwise header and
+// payload are copied into a C-owned buffer that the operation owns until
+// UCX completes it. SendFramesZC is the one exception: UCX reads the
+// payload from the caller's memory until an EventSent says it is done, and
+// the caller keeps that memory pinned and unchanged until then. Received
+// data stays in UCX descriptors (or pooled C copies) that are valid until
+// the next Progress or Arm call, unless held (Event.Hold).
 //
 // A Worker is not safe for concurrent use: the caller (package progress)
 // serializes every method except Signal and EventFD.
