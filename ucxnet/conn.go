@@ -29,9 +29,10 @@ const (
 type Conn struct {
 	t        *Transport
 	peer     *peer
-	id       uint64 // our conn id: frames to us carry it
-	remoteID uint64 // the peer's conn id: frames we send carry it
-	frame    int    // largest frame payload to send
+	id       uint64    // our conn id: frames to us carry it
+	remoteID uint64    // the peer's conn id: frames we send carry it
+	frame    int       // largest frame payload to send (both sides' EagerMax)
+	peerSegs segLimits // largest frames the peer receives as one UCX message
 	laddr    Addr
 	raddr    Addr
 	dialDone chan struct{} // closed when a dial is answered
@@ -68,6 +69,7 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr) *Conn {
 		t:             t,
 		peer:          p,
 		frame:         t.cfg.EagerMax,
+		peerSegs:      peerSegLimits(stream.Hello{}), // until the peer's Hello says more
 		laddr:         laddr,
 		raddr:         raddr,
 		dialDone:      make(chan struct{}),
@@ -216,7 +218,8 @@ func (c *Conn) sendWindow(limit uint64) {
 // C-owned buffers that the send owns until it completes, or (over shared
 // memory, for ZeroCopyMin bytes or more) sent straight from b, pinned until
 // UCX reports it sent: b may be reused at once — or with an error, in
-// which case n says how many bytes were sent. Write blocks while the
+// which case n says how many bytes were sent (on a reset conn, at least
+// that many may have reached the peer). Write blocks while the
 // peer's receive window is full; the deadline is checked before each part
 // is committed to UCX.
 func (c *Conn) Write(b []byte) (int, error) {
@@ -267,7 +270,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		h := stream.Header{Kind: stream.KindData, ConnID: c.remoteID}
 		hb := h.Bytes()
 		sp := c.peer.path(c.t)
-		frame := min(c.frame, sp.frame)
+		frame := min(c.frame, sp.frame, c.peerSegs.limit(sp.kind))
 		var sent int
 		var err error
 		if sp.zeroCopy && chunk >= ZeroCopyMin {
@@ -348,6 +351,11 @@ func (c *Conn) waitZeroCopy(done <-chan cucx.Status) cucx.Status {
 		case <-dl:
 		case <-closed:
 		case <-grace:
+			if !isClosedChan(c.closedCh) && !c.writeDeadline.expired() {
+				grace = nil // the deadline was moved on: wait for it again
+				closed = c.closedCh
+				continue
+			}
 			c.t.stats.stalledPeers.Add(1)
 			c.t.failPeer(c.peer, fmt.Sprintf("it did not drain a send for %v past the write deadline or close", zeroCopyGrace))
 			return <-done
@@ -608,6 +616,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte) {
 	}
 	c.remoteID = hello.ConnID
 	c.frame = min(c.t.cfg.EagerMax, int(hello.EagerMax))
+	c.peerSegs = peerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))
 	if state == stateAbandoned {
 		c.state = stateOpen // so that abort sends RST

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/nettest"
 
 	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -209,20 +210,22 @@ func TestSegments(t *testing.T) {
 	}
 	tls := os.Getenv("UCX_TLS")
 	v, ok := has(ucxSettings(nil), "MM_SEG_SIZE")
-	require.Equal(t, transportEnabled(tls, sharedMemoryNames...), ok)
+	require.Equal(t, sharedMemoryEnabled(tls), ok)
 	if ok {
 		require.Equal(t, "33024", v)
 	}
 	v, ok = has(ucxSettings(nil), "RX_SEG_SIZE")
-	require.Equal(t, transportEnabled(tls, "tcp"), ok)
+	require.Equal(t, tcpEnabled(tls), ok)
 	if ok {
 		require.Equal(t, "1049600", v)
 	}
 	require.Equal(t, 32<<10, shmSegment.frame(nil))
 	require.Equal(t, 1<<20, tcpSegment.frame(nil))
 	user := map[string]string{"SYSV_SEG_SIZE": "8256", "TCP_RX_SEG_SIZE": "64k"}
-	_, ok = has(ucxSettings(user), "MM_SEG_SIZE")
-	require.False(t, ok, "the user's segment size wins")
+	v, _ = has(ucxSettings(user), "MM_SEG_SIZE")
+	require.Equal(t, "8256", v, "the user's segment size wins")
+	v, _ = has(ucxSettings(user), "RX_SEG_SIZE")
+	require.Equal(t, "64k", v, "the user's segment size wins")
 	require.Equal(t, 8000, shmSegment.frame(user))
 	require.Equal(t, 63<<10, tcpSegment.frame(user))
 	require.Equal(t, 16<<10-256, shmSegment.frame(map[string]string{"MM_SEG_SIZE": "16k"}))
@@ -238,10 +241,26 @@ func TestSegments(t *testing.T) {
 	}{
 		{"", true, true}, {"tcp", true, false}, {"sm", false, true}, {"sm,tcp", true, true},
 		{"all", true, true}, {"^tcp", false, true}, {"^sm", true, false}, {"posix,self", false, true},
+		{"^knem", true, true}, {"^xpmem,knem", true, true}, {"^posix", true, true}, {"^posix,sysv", true, true},
+		{"^posix,sysv,xpmem", true, false}, {"^mm", true, false}, {"shm,tcp", true, true}, {"self,cma", false, false},
+		{"^all", false, false},
 	} {
-		require.Equal(t, c.tcp, transportEnabled(c.tls, "tcp"), "%q", c.tls)
-		require.Equal(t, c.shm, transportEnabled(c.tls, sharedMemoryNames...), "%q", c.tls)
+		require.Equal(t, c.tcp, tcpEnabled(c.tls), "%q", c.tls)
+		require.Equal(t, c.shm, sharedMemoryEnabled(c.tls), "%q", c.tls)
 	}
+	// A segment size given in Config.UCX under a name UCX ignores through
+	// ucp_config_modify is passed under the one it honours.
+	for _, alias := range []string{"SYSV_SEG_SIZE", "POSIX_SEG_SIZE", "MM_SEG_SIZE"} {
+		ss := ucxSettings(map[string]string{alias: "16k"})
+		v, ok := has(ss, "MM_SEG_SIZE")
+		require.True(t, ok, alias)
+		require.Equal(t, "16k", v, alias)
+		_, ok = has(ss, alias)
+		require.Equal(t, alias == "MM_SEG_SIZE", ok, alias)
+	}
+	v, ok = has(ucxSettings(map[string]string{"TCP_RX_SEG_SIZE": "256k"}), "RX_SEG_SIZE")
+	require.True(t, ok)
+	require.Equal(t, "256k", v)
 }
 
 // A peer whose process is stopped (here: its progress engine is held)
@@ -281,4 +300,46 @@ func TestZeroCopyStalledPeer(t *testing.T) {
 	require.Equal(t, uint64(1), p.client.Stats().StalledPeers)
 	_, err = c.Write([]byte("more"))
 	require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
+}
+
+// Peers with different segment sizes — an older ucxnet with UCX's default
+// segments, or a user's UCX_*_SEG_SIZE on one side — exchange large writes
+// both ways: each side cuts frames to what the other's segments hold (a
+// larger frame would make UCX 1.13 abort the receiving process).
+func TestMixedSegmentSizes(t *testing.T) {
+	small := Config{Registry: registry.NewMemory(), UCX: map[string]string{"MM_SEG_SIZE": "8256", "RX_SEG_SIZE": "64k"}}
+	s, err := NewTransport(small)
+	require.NoError(t, err)
+	defer s.Close()
+	c, err := NewTransport(Config{Registry: small.Registry})
+	require.NoError(t, err)
+	defer c.Close()
+	require.Equal(t, 8000, s.shmFrame)
+	require.Equal(t, 63<<10, s.tcpFrame)
+	lc := ListenConfig{Transport: s}
+	ln, err := lc.Listen(t.Context(), Network, "")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		sc, err := ln.Accept()
+		if err == nil {
+			io.Copy(sc, sc)
+			sc.Close()
+		}
+	}()
+	d := Dialer{Transport: c}
+	conn, err := d.Dial(Network, ln.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	msg := make([]byte, 3<<20)
+	rand.Read(msg)
+	go conn.Write(msg)
+	got := make([]byte, len(msg))
+	_, err = io.ReadFull(conn, got)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(msg, got))
+	cc := conn.(*Conn)
+	t.Logf("transports %v; frames to the small-segment side at most %d (shm) / %d (tcp) bytes", cc.Transports(), cc.peerSegs.shm, cc.peerSegs.tcp)
+	require.Equal(t, segLimits{shm: 8000, tcp: 63 << 10}, cc.peerSegs)
+	require.Equal(t, segLimits{shm: 8000, tcp: 63 << 10}, peerSegLimits(stream.Hello{}), "an older peer has UCX's default segments")
 }

@@ -112,6 +112,7 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	hello := stream.Hello{
 		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window),
 		Name: e.Name, LocalName: c.laddr.Name, WorkerAddr: t.eng.Address(), Nonce: c.auth.nd,
+		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame),
 	}
 	b, err := hello.MarshalBinary()
 	if err == nil {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
 // Frame sizes. A frame that fits one receive segment of the UCX transport
@@ -50,6 +52,49 @@ var (
 		size:  1<<20 + 1024, dflt: 64 << 10, max: 1 << 30, slack: 1024,
 	}
 )
+
+// pathKind is the family of UCX transports carrying an endpoint, as far
+// as frame sizes go.
+type pathKind int
+
+const (
+	pathOther        pathKind = iota // RDMA, mixed, or not known yet
+	pathSharedMemory                 // posix, sysv (with cma, self)
+	pathTCP                          // tcp (with self)
+)
+
+// segLimits are the largest frame payloads a peer receives as one UCX
+// message, from its Hello. A peer that does not say (an older ucxnet)
+// has UCX's default segments.
+type segLimits struct {
+	shm, tcp int
+}
+
+// peerSegLimits reads a peer's segment limits from its Hello.
+func peerSegLimits(h stream.Hello) segLimits {
+	l := segLimits{shm: shmSegment.dflt - shmSegment.slack, tcp: tcpSegment.dflt - tcpSegment.slack}
+	if h.ShmFrame > 0 {
+		l.shm = int(h.ShmFrame)
+	}
+	if h.TCPFrame > 0 {
+		l.tcp = int(h.TCPFrame)
+	}
+	return l
+}
+
+// limit returns the largest frame the peer takes over a path: sending a
+// larger one would make UCX fragment it by this side's segment size, which
+// the peer's smaller segments cannot hold (UCX 1.13 then aborts the
+// peer's process). No limit for paths whose segments ucxnet leaves alone.
+func (l segLimits) limit(k pathKind) int {
+	switch k {
+	case pathSharedMemory:
+		return l.shm
+	case pathTCP:
+		return l.tcp
+	}
+	return stream.MaxPayload
+}
 
 // networkFrame is the frame size over RDMA and anything else whose segments
 // ucxnet does not size: large enough to amortise per-frame costs, within
@@ -113,23 +158,44 @@ func parseMemUnits(v string) int {
 	return n * mult
 }
 
-// sharedMemoryNames are the UCX_TLS names that select a shared-memory
-// transport.
-var sharedMemoryNames = []string{"sm", "shm", "mm", "posix", "sysv", "xpmem", "knem"}
+// sharedMemoryEnabled reports whether a UCX_TLS value may select one of
+// the shared-memory transports that UCX's MM_ settings configure.
+func sharedMemoryEnabled(tls string) bool {
+	return tlsSelects(tls, []string{"posix", "sysv", "xpmem"})
+}
 
-// transportEnabled reports whether a UCX_TLS value may select a transport
-// known by any of names.
-func transportEnabled(tls string, names ...string) bool {
+// tcpEnabled reports whether a UCX_TLS value may select UCX's tcp transport.
+func tcpEnabled(tls string) bool { return tlsSelects(tls, []string{"tcp"}) }
+
+// tlsAliases are UCX 1.13's UCX_TLS group names (ucp_context.c) that
+// matter here.
+var tlsAliases = map[string][]string{
+	"sm":  {"posix", "sysv", "xpmem", "knem", "cma"},
+	"shm": {"posix", "sysv", "xpmem", "knem", "cma"},
+	"mm":  {"posix", "sysv", "xpmem"},
+}
+
+// tlsSelects reports whether a UCX_TLS value leaves at least one of
+// members selectable: an empty value or "all" selects everything; a list
+// selects what it names (groups expanded); a "^" list selects everything
+// it does not name.
+func tlsSelects(tls string, members []string) bool {
 	tls = strings.TrimSpace(tls)
 	if tls == "" {
 		return true
 	}
 	exclude := strings.HasPrefix(tls, "^")
+	named := map[string]bool{}
 	for _, f := range strings.Split(strings.TrimPrefix(tls, "^"), ",") {
 		f = strings.TrimSpace(f)
-		if f == "all" && !exclude || slices.Contains(names, f) {
-			return !exclude
+		for _, m := range members {
+			if f == m || f == "all" || slices.Contains(tlsAliases[f], m) {
+				named[m] = true
+			}
 		}
 	}
-	return exclude
+	if exclude {
+		return len(named) < len(members)
+	}
+	return len(named) > 0
 }

@@ -147,6 +147,7 @@ type peer struct {
 // sendPath is how writes go out on a peer's endpoint, chosen once from the
 // UCX transports that carry it.
 type sendPath struct {
+	kind     pathKind
 	frame    int  // payload bytes per frame
 	zeroCopy bool // large writes may be sent straight from the writer's memory
 }
@@ -178,9 +179,9 @@ func (p *peer) path(t *Transport) sendPath {
 	case len(tl) == 0:
 		// not known yet (endpoint still wiring up): ask again next time
 	case onlyTransports(tl, "posix", "sysv", "cma", "self"):
-		sp = sendPath{frame: t.shmFrame, zeroCopy: true}
+		sp = sendPath{kind: pathSharedMemory, frame: t.shmFrame, zeroCopy: true}
 	case onlyTransports(tl, "tcp", "self"):
-		sp = sendPath{frame: t.tcpFrame}
+		sp = sendPath{kind: pathTCP, frame: t.tcpFrame}
 	}
 	if t.cfg.FrameSize > 0 {
 		sp.frame = t.cfg.FrameSize
@@ -453,8 +454,8 @@ func ucxSettings(user map[string]string) []cucx.Setting {
 			continue
 		}
 		seg := segmentNamed(s.Name)
-		if (s.Name == "MM_ERROR_HANDLING" || seg == &shmSegment) && !transportEnabled(os.Getenv("UCX_TLS"), sharedMemoryNames...) ||
-			seg == &tcpSegment && !transportEnabled(os.Getenv("UCX_TLS"), "tcp") {
+		if (s.Name == "MM_ERROR_HANDLING" || seg == &shmSegment) && !sharedMemoryEnabled(os.Getenv("UCX_TLS")) ||
+			seg == &tcpSegment && !tcpEnabled(os.Getenv("UCX_TLS")) {
 			continue // UCX warns about settings of components it did not load
 		}
 		if seg != nil && seg.userValue(user) != "" {
@@ -471,7 +472,13 @@ func ucxSettings(user map[string]string) []cucx.Setting {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		out = append(out, cucx.Setting{Name: k, Value: user[k]})
+		name := k
+		if seg := segmentNamed(k); seg != nil {
+			// UCX ignores some segment names through ucp_config_modify
+			// (see segments.go): pass the one it honours.
+			name = seg.names[0]
+		}
+		out = append(out, cucx.Setting{Name: name, Value: user[k]})
 	}
 	return out
 }
@@ -588,9 +595,10 @@ func (t *Transport) Close() error {
 		t.closePeer(p, true)
 	}
 	err := t.eng.Close(5 * time.Second)
-	// Force-closing the endpoints ended every send (UCX reports them
-	// canceled); if UCX still held some, the engine leaked the worker and
-	// nothing will progress again: end their waiters.
+	// Force-closing the endpoints normally ends every send (UCX reports
+	// them canceled). If UCX still held some, the engine leaked the worker
+	// and nothing will progress it again, so UCX will not touch those
+	// writers' buffers any more either: end their waits.
 	t.failOps(cucx.StatusCanceled)
 	return err
 }
@@ -789,6 +797,7 @@ func (t *Transport) handleConnect(payload []byte) {
 	c := newConn(t, p, Addr{Name: hello.Name}, Addr{Name: hello.LocalName})
 	c.remoteID = hello.ConnID
 	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
+	c.peerSegs = peerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))
 	c.state = stateOpen
 	if l.psk != nil {
@@ -806,7 +815,8 @@ func (t *Transport) handleConnect(payload []byte) {
 	}
 	t.addConnLocked(c)
 	t.mu.Unlock()
-	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window), Name: hello.Name, LocalName: hello.Name}
+	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window), Name: hello.Name, LocalName: hello.Name,
+		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame)}
 	if c.auth != nil {
 		reply.Nonce = c.auth.nl
 		reply.MAC = authMAC(l.psk, "accept", c.auth.nd, c.auth.nl, hello.ConnID, c.id, hello.Name)

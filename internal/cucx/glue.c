@@ -166,7 +166,7 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length,
      * pooled buffer: a fresh malloc per frame, freed when Read is done
      * with it, made glibc hand pages back and fault them in again (190k
      * page faults/s receiving 1 GB/s over tcp). */
-    cucx_buf_t *b = buf_get(w, length);
+    cucx_buf_t *b = length <= ((size_t)1 << CUCX_MAX_CLASS) ? buf_get(w, length) : NULL;
     if (b == NULL) {
         e->kind = CUCX_EV_BAD;
         return UCS_OK;

@@ -30,6 +30,8 @@ const (
 	tlvWorkerAddr = 6
 	tlvNonce      = 7
 	tlvMAC        = 8
+	tlvShmFrame   = 9
+	tlvTCPFrame   = 10
 )
 
 // Hello is the handshake payload of KindConnect and KindAccept frames.
@@ -46,6 +48,13 @@ type Hello struct {
 	WorkerAddr []byte // CONNECT: the dialer's packed UCX worker address (≤ 8192 bytes)
 	Nonce      []byte // optional, ≤ 64 bytes (for a later PSK challenge)
 	MAC        []byte // optional, ≤ 64 bytes
+	// ShmFrame and TCPFrame, optional (0: not said), are the largest frame
+	// payloads the sender receives as one UCX message over shared memory
+	// and over TCP: what its receive segments hold. A peer must not send
+	// larger frames over that transport — UCX 1.13 aborts the receiving
+	// process on a message its segment cannot hold.
+	ShmFrame uint32
+	TCPFrame uint32
 }
 
 // check enforces the field rules shared by marshalling and unmarshalling.
@@ -78,7 +87,7 @@ func (h *Hello) MarshalBinary() ([]byte, error) {
 	if err := h.check(); err != nil {
 		return nil, err
 	}
-	n := 3*3 + 8 + 4 + 4
+	n := 5*3 + 8 + 4*4
 	for _, v := range [][]byte{[]byte(h.Name), []byte(h.LocalName), h.WorkerAddr, h.Nonce, h.MAC} {
 		if len(v) > 0 {
 			n += 3 + len(v)
@@ -93,7 +102,17 @@ func (h *Hello) MarshalBinary() ([]byte, error) {
 	b = appendTLV(b, tlvWorkerAddr, h.WorkerAddr)
 	b = appendTLV(b, tlvNonce, h.Nonce)
 	b = appendTLV(b, tlvMAC, h.MAC)
+	b = appendTLV(b, tlvShmFrame, appendNonZero32(h.ShmFrame))
+	b = appendTLV(b, tlvTCPFrame, appendNonZero32(h.TCPFrame))
 	return b, nil
+}
+
+// appendNonZero32 encodes v, or nothing for 0 (an omitted field).
+func appendNonZero32(v uint32) []byte {
+	if v == 0 {
+		return nil
+	}
+	return binary.LittleEndian.AppendUint32(nil, v)
 }
 
 // appendTLV appends one TLV; empty values are omitted.
@@ -127,7 +146,7 @@ func (h *Hello) UnmarshalBinary(b []byte) error {
 		}
 		v := b[3 : 3+n]
 		b = b[3+n:]
-		if typ < tlvConnID || typ > tlvMAC {
+		if typ < tlvConnID || typ > tlvTCPFrame {
 			continue // unknown: skip
 		}
 		if seen&(1<<typ) != 0 {
@@ -154,7 +173,7 @@ func (h *Hello) setField(typ byte, v []byte) error {
 	switch typ {
 	case tlvConnID:
 		want = 8
-	case tlvEagerMax, tlvWindow:
+	case tlvEagerMax, tlvWindow, tlvShmFrame, tlvTCPFrame:
 		want = 4
 	}
 	if want >= 0 && len(v) != want {
@@ -177,6 +196,10 @@ func (h *Hello) setField(typ byte, v []byte) error {
 		h.Nonce = clone(v)
 	case tlvMAC:
 		h.MAC = clone(v)
+	case tlvShmFrame:
+		h.ShmFrame = binary.LittleEndian.Uint32(v)
+	case tlvTCPFrame:
+		h.TCPFrame = binary.LittleEndian.Uint32(v)
 	}
 	return nil
 }

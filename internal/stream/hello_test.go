@@ -19,6 +19,8 @@ func fullHello() Hello {
 		WorkerAddr: bytes.Repeat([]byte{0xab}, 300),
 		Nonce:      []byte("nonce"),
 		MAC:        []byte("mac"),
+		ShmFrame:   32 << 10,
+		TCPFrame:   1 << 20,
 	}
 }
 
@@ -110,8 +112,8 @@ func TestHelloUnknownTLVSkipped(t *testing.T) {
 	b := bytes.Join([][]byte{
 		tlv(0, []byte("zero")),
 		minimal(),
-		tlv(9, []byte("future field")),
-		tlv(9, []byte("repeated unknown")),
+		tlv(11, []byte("future field")),
+		tlv(11, []byte("repeated unknown")),
 		{255, 0, 0}, // empty unknown
 		tlv(tlvName, []byte("svc")),
 	}, nil)
@@ -164,4 +166,17 @@ func FuzzHello(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, b1, b2)
 	})
+}
+
+// The frame limits are optional: a Hello without them (an older peer)
+// decodes with zeros, and they must be exactly four bytes.
+func TestHelloFrameLimits(t *testing.T) {
+	var h Hello
+	require.NoError(t, h.UnmarshalBinary(minimal()))
+	require.Zero(t, h.ShmFrame)
+	require.Zero(t, h.TCPFrame)
+	b := append(minimal(), tlv(tlvShmFrame, []byte{0, 0x80, 0, 0})...)
+	require.NoError(t, h.UnmarshalBinary(b))
+	require.Equal(t, uint32(32<<10), h.ShmFrame)
+	require.ErrorIs(t, h.UnmarshalBinary(append(minimal(), tlv(tlvTCPFrame, []byte{1, 2})...)), ErrBadHello)
 }
