@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ucxnet/ucxnet/ucxnet"
 )
 
 // perftestReport is UCX's own ceiling as ucx_perftest measures it, and
@@ -37,7 +40,13 @@ type perftestStream struct {
 	MBps       float64 `json:"mbps,omitempty"` // 10^6 bytes/s (ucx_perftest reports MiB/s)
 	UcxnetMBps float64 `json:"ucxnet_mbps,omitempty"`
 	Fraction   float64 `json:"fraction,omitempty"` // UcxnetMBps / MBps
-	Error      string  `json:"error,omitempty"`
+	// PeerMBps is ucp_am_bw in the mode ucxnet runs UCX in: peer error
+	// handling (-e), eager protocols only (UCX_RNDV_THRESH=inf) and the
+	// UCX settings ucxnet applies (segment sizes, UCX_MM_ERROR_HANDLING=y,
+	// which rules out cma).
+	PeerMBps     float64 `json:"peer_mbps,omitempty"`
+	PeerFraction float64 `json:"peer_fraction,omitempty"` // UcxnetMBps / PeerMBps
+	Error        string  `json:"error,omitempty"`
 }
 
 // runPerftest runs ucx_perftest's ucp_am_lat (64 B) and ucp_am_bw (each
@@ -49,7 +58,7 @@ func runPerftest(ctx context.Context, path string, o benchOptions, rep *benchRep
 	var errs []string
 
 	prog("ucp_am_lat 64 B")
-	if f, err := perftestOnce(ctx, path, "ucp_am_lat", benchPingSize, 20000, 2000); err != nil {
+	if f, err := perftestOnce(ctx, path, "ucp_am_lat", benchPingSize, 20000, 2000, false); err != nil {
 		errs = append(errs, "ucp_am_lat: "+err.Error())
 	} else {
 		pr.LatOneWayUs = f.latP50
@@ -73,14 +82,25 @@ func runPerftest(ctx context.Context, path string, o benchOptions, rep *benchRep
 		warm := max(iters/10, 10)
 		prog(fmt.Sprintf("ucp_am_bw %s x %d", fmtSize(size), iters))
 		s := perftestStream{Size: size, Iterations: iters}
-		if f, err := perftestOnce(ctx, path, "ucp_am_bw", size, iters, warm); err != nil {
+		ucxnet := rep.row(streamKey(size, 1), "", "", "").Values["ucx"]
+		if f, err := perftestOnce(ctx, path, "ucp_am_bw", size, iters, warm, false); err != nil {
 			s.Error = err.Error()
 			errs = append(errs, fmt.Sprintf("ucp_am_bw %s: %v", fmtSize(size), err))
 		} else {
 			s.MBps = f.bwOverallMiB * (1 << 20) / 1e6
-			if v := rep.row(streamKey(size, 1), "", "", "").Values["ucx"]; v > 0 {
-				s.UcxnetMBps = v
-				s.Fraction = v / s.MBps
+			if ucxnet > 0 {
+				s.UcxnetMBps = ucxnet
+				s.Fraction = ucxnet / s.MBps
+			}
+		}
+		prog(fmt.Sprintf("ucp_am_bw -e %s x %d", fmtSize(size), iters))
+		if f, err := perftestOnce(ctx, path, "ucp_am_bw", size, iters, warm, true); err != nil {
+			errs = append(errs, fmt.Sprintf("ucp_am_bw -e %s: %v", fmtSize(size), err))
+		} else {
+			s.PeerMBps = f.bwOverallMiB * (1 << 20) / 1e6
+			if ucxnet > 0 {
+				s.UcxnetMBps = ucxnet
+				s.PeerFraction = ucxnet / s.PeerMBps
 			}
 		}
 		pr.Streams = append(pr.Streams, s)
@@ -99,7 +119,9 @@ type perftestFinal struct {
 
 // perftestOnce runs one ucx_perftest test: a server on a free port and a
 // client against it. Both are killed if still running when it returns.
-func perftestOnce(ctx context.Context, path, test string, size, iters, warmup int) (perftestFinal, error) {
+// peer runs it as ucxnet runs UCX: peer error handling, eager only (see
+// perftestStream.PeerMBps).
+func perftestOnce(ctx context.Context, path, test string, size, iters, warmup int, peer bool) (perftestFinal, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	port, err := freePort()
@@ -107,7 +129,25 @@ func perftestOnce(ctx context.Context, path, test string, size, iters, warmup in
 		return perftestFinal{}, err
 	}
 	var sout bytes.Buffer
-	srv := exec.CommandContext(ctx, path, "-p", strconv.Itoa(port))
+	var extra, env []string
+	if peer {
+		extra = []string{"-e"}
+		env = os.Environ()
+		set := map[string]string{"UCX_RNDV_THRESH": "inf"}
+		for k, v := range ucxnet.EffectiveUCXDefaults() {
+			if k == "UCX_RX_SEG_SIZE" {
+				k = "UCX_TCP_RX_SEG_SIZE" // its name in the environment
+			}
+			set[k] = v
+		}
+		for k, v := range set {
+			if _, ok := os.LookupEnv(k); !ok {
+				env = append(env, k+"="+v)
+			}
+		}
+	}
+	srv := exec.CommandContext(ctx, path, append([]string{"-p", strconv.Itoa(port)}, extra...)...)
+	srv.Env = env
 	srv.Stdout, srv.Stderr = &sout, &sout
 	srv.WaitDelay = time.Second
 	setChildAttrs(srv)
@@ -125,12 +165,13 @@ func perftestOnce(ctx context.Context, path, test string, size, iters, warmup in
 		}
 	}()
 
-	args := []string{"127.0.0.1", "-p", strconv.Itoa(port), "-t", test,
-		"-s", strconv.Itoa(size), "-n", strconv.Itoa(iters), "-w", strconv.Itoa(warmup)}
+	args := append([]string{"127.0.0.1", "-p", strconv.Itoa(port), "-t", test,
+		"-s", strconv.Itoa(size), "-n", strconv.Itoa(iters), "-w", strconv.Itoa(warmup)}, extra...)
 	// The server has no readiness signal: retry while it refuses.
 	var out []byte
 	for attempt := 0; ; attempt++ {
 		cli := exec.CommandContext(ctx, path, args...)
+		cli.Env = env
 		cli.WaitDelay = time.Second
 		setChildAttrs(cli)
 		out, err = cli.CombinedOutput()
@@ -228,7 +269,15 @@ func printPerftest(w io.Writer, r *benchReport) {
 			line += fmt.Sprintf("                 ucxnet %.0f MB/s = %.1f%% of it", s.UcxnetMBps, 100*s.Fraction)
 		}
 		fmt.Fprintln(w, line)
+		if s.PeerMBps > 0 {
+			line := fmt.Sprintf("  %-30s ucp_am_bw %8.0f MB/s", "  same, as ucxnet runs UCX *", s.PeerMBps)
+			if s.PeerFraction > 0 {
+				line += fmt.Sprintf("                 ucxnet %.0f MB/s = %.1f%% of it", s.UcxnetMBps, 100*s.PeerFraction)
+			}
+			fmt.Fprintln(w, line)
+		}
 	}
+	fmt.Fprintln(w, "  * with peer error handling (-e), eager protocols only (UCX_RNDV_THRESH=inf) and the UCX settings ucxnet applies (ucxnet info)")
 	if p.Error != "" {
 		fmt.Fprintf(w, "  ucx_perftest failed: %s\n", p.Error)
 	}
