@@ -82,27 +82,24 @@ func runPerftest(ctx context.Context, path string, o benchOptions, rep *benchRep
 		warm := max(iters/10, 10)
 		prog(fmt.Sprintf("ucp_am_bw %s x %d", fmtSize(size), iters))
 		s := perftestStream{Size: size, Iterations: iters}
-		ucxnet := rep.row(streamKey(size, 1), "", "", "").Values["ucx"]
-		if f, err := perftestOnce(ctx, path, "ucp_am_bw", size, iters, warm, false); err != nil {
-			s.Error = err.Error()
-			errs = append(errs, fmt.Sprintf("ucp_am_bw %s: %v", fmtSize(size), err))
-		} else {
-			s.MBps = f.bwOverallMiB * (1 << 20) / 1e6
-			if ucxnet > 0 {
-				s.UcxnetMBps = ucxnet
-				s.Fraction = ucxnet / s.MBps
+		s.UcxnetMBps = rep.row(streamKey(size, 1), "", "", "").Values["ucx"]
+		// bw runs ucp_am_bw in one mode and returns its MB/s and ucxnet's
+		// fraction of it (0 if ucxnet was not measured).
+		bw := func(peer bool, name string) (mbps, fraction float64, err error) {
+			f, err := perftestOnce(ctx, path, "ucp_am_bw", size, iters, warm, peer)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s %s: %v", name, fmtSize(size), err))
+				return 0, 0, err
 			}
+			mbps = f.bwOverallMiB * (1 << 20) / 1e6
+			return mbps, s.UcxnetMBps / mbps, nil
+		}
+		var err error
+		if s.MBps, s.Fraction, err = bw(false, "ucp_am_bw"); err != nil {
+			s.Error = err.Error()
 		}
 		prog(fmt.Sprintf("ucp_am_bw -e %s x %d", fmtSize(size), iters))
-		if f, err := perftestOnce(ctx, path, "ucp_am_bw", size, iters, warm, true); err != nil {
-			errs = append(errs, fmt.Sprintf("ucp_am_bw -e %s: %v", fmtSize(size), err))
-		} else {
-			s.PeerMBps = f.bwOverallMiB * (1 << 20) / 1e6
-			if ucxnet > 0 {
-				s.UcxnetMBps = ucxnet
-				s.PeerFraction = ucxnet / s.PeerMBps
-			}
-		}
+		s.PeerMBps, s.PeerFraction, _ = bw(true, "ucp_am_bw -e")
 		pr.Streams = append(pr.Streams, s)
 	}
 	pr.Error = strings.Join(errs, "; ")

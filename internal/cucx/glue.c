@@ -392,17 +392,24 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
-static ucs_status_t send_buf(cucx_worker_t *w, ucp_ep_h ep, cucx_buf_t *b, size_t hdr_len,
-                             size_t len)
+/* Starts one eager AM send whose completion calls cb with user_data. */
+static ucs_status_ptr_t eager_send(ucp_ep_h ep, const void *hdr, size_t hdr_len,
+                                   const void *data, size_t len, ucp_send_nbx_callback_t cb,
+                                   void *user_data)
 {
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                      UCP_OP_ATTR_FIELD_FLAGS;
-    p.cb.send = send_cb;
-    p.user_data = b;
+    p.cb.send = cb;
+    p.user_data = user_data;
     p.flags = UCP_AM_SEND_FLAG_EAGER;
-    ucs_status_ptr_t r = ucp_am_send_nbx(ep, CUCX_AM_ID, b->data, hdr_len,
-                                         len ? b->data + hdr_len : NULL, len, &p);
+    return ucp_am_send_nbx(ep, CUCX_AM_ID, hdr, hdr_len, len ? data : NULL, len, &p);
+}
+
+static ucs_status_t send_buf(cucx_worker_t *w, ucp_ep_h ep, cucx_buf_t *b, size_t hdr_len,
+                             size_t len)
+{
+    ucs_status_ptr_t r = eager_send(ep, b->data, hdr_len, b->data + hdr_len, len, send_cb, b);
     if (r == NULL) {
         buf_put(b);
         return UCS_OK;
@@ -545,13 +552,7 @@ ucs_status_t cucx_send_frames_zc(cucx_worker_t *w, ucp_ep_h ep, const uint8_t *h
         memcpy(h, hdr, hdr_len);
         put_le(h + seq_off, seq + i, 8);
         put_le(h + len_off, n, 4);
-        ucp_request_param_t p;
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_FLAGS;
-        p.cb.send = zc_send_cb;
-        p.user_data = op;
-        p.flags = UCP_AM_SEND_FLAG_EAGER;
-        ucs_status_ptr_t r = ucp_am_send_nbx(ep, CUCX_AM_ID, h, hdr_len, data + off, n, &p);
+        ucs_status_ptr_t r = eager_send(ep, h, hdr_len, data + off, n, zc_send_cb, op);
         if (UCS_PTR_IS_ERR(r)) {
             ret = UCS_PTR_STATUS(r);
             break;
