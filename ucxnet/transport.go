@@ -70,9 +70,11 @@ type Config struct {
 	// Default: a unique name.
 	Name string
 	// FrameSize is the payload size writes are cut into (at most the
-	// smaller EagerMax of both sides). Zero picks one per peer from the UCX
-	// transports in use: 8000 bytes over shared memory (one FIFO segment),
-	// 63 KiB over TCP and RDMA. $UCXNET_FRAME_SIZE sets it too.
+	// smaller EagerMax of both sides, and at most what the peer's UCX
+	// receive segments hold, which its handshake says). Zero picks one per
+	// peer from the UCX transports in use, so that a frame fits one
+	// receive segment: 32 KiB over shared memory, 1 MiB over TCP, 63 KiB
+	// over RDMA (see segments.go). $UCXNET_FRAME_SIZE sets it too.
 	FrameSize int
 	// Linger bounds how long Close waits for UCX to hand the conn's last
 	// frames to the transport (like SO_LINGER), so that a process that
