@@ -20,11 +20,12 @@ import (
 
 // A segment is a UCX transport's receive segment as ucxnet sizes it.
 type segment struct {
-	names []string // UCX settings (without UCX_) that set it; ucxnet sets names[0]
-	size  int      // the size ucxnet asks for
-	dflt  int      // UCX's own default
-	max   int      // the largest UCX handles
-	slack int      // bytes of a segment that are UCX's and ucxnet's headers
+	names   []string // UCX settings (without UCX_) that set it; ucxnet sets names[0]
+	envName string   // the one of names that UCX reads from the environment
+	size    int      // the size ucxnet asks for
+	dflt    int      // UCX's own default
+	max     int      // the largest UCX handles
+	slack   int      // bytes of a segment that are UCX's and ucxnet's headers
 }
 
 var (
@@ -38,8 +39,9 @@ var (
 	// 65792-byte segment a fragmented message trips an assertion in
 	// ucp_am.c that aborts the process.
 	shmSegment = segment{
-		names: []string{"MM_SEG_SIZE", "POSIX_SEG_SIZE", "SYSV_SEG_SIZE"},
-		size:  32<<10 + 256, dflt: 8256, max: 1<<16 - 1, slack: 256,
+		names:   []string{"MM_SEG_SIZE", "POSIX_SEG_SIZE", "SYSV_SEG_SIZE"},
+		envName: "MM_SEG_SIZE",
+		size:    32<<10 + 256, dflt: 8256, max: 1<<16 - 1, slack: 256,
 	}
 	// tcpSegment is UCX's TCP receive segment: 1 MiB frames, so a 1 MiB
 	// write is one UCX message received with one recv. Measured against
@@ -48,8 +50,9 @@ var (
 		// Set as RX_SEG_SIZE: UCX 1.13 ignores TCP_RX_SEG_SIZE given
 		// through ucp_config_modify (measured), though the environment
 		// variable is UCX_TCP_RX_SEG_SIZE.
-		names: []string{"RX_SEG_SIZE", "TCP_RX_SEG_SIZE"},
-		size:  1<<20 + 1024, dflt: 64 << 10, max: 1 << 30, slack: 1024,
+		names:   []string{"RX_SEG_SIZE", "TCP_RX_SEG_SIZE"},
+		envName: "TCP_RX_SEG_SIZE",
+		size:    1<<20 + 1024, dflt: 64 << 10, max: 1 << 30, slack: 1024,
 	}
 )
 

@@ -486,11 +486,16 @@ func ucxSettings(user map[string]string) []cucx.Setting {
 }
 
 // EffectiveUCXDefaults returns the UCX settings ucxnet applies on top of
-// the environment (those the environment does not set itself).
+// the environment (those the environment does not set itself), named as
+// UCX_* environment variables that would set them.
 func EffectiveUCXDefaults() map[string]string {
 	m := map[string]string{}
 	for _, s := range ucxSettings(nil) {
-		m["UCX_"+s.Name] = s.Value
+		name := s.Name
+		if seg := segmentNamed(name); seg != nil {
+			name = seg.envName // the name UCX reads from the environment
+		}
+		m["UCX_"+name] = s.Value
 	}
 	return m
 }

@@ -132,9 +132,6 @@ func perftestOnce(ctx context.Context, path, test string, size, iters, warmup in
 		env = os.Environ()
 		set := map[string]string{"UCX_RNDV_THRESH": "inf"}
 		for k, v := range ucxnet.EffectiveUCXDefaults() {
-			if k == "UCX_RX_SEG_SIZE" {
-				k = "UCX_TCP_RX_SEG_SIZE" // its name in the environment
-			}
 			set[k] = v
 		}
 		for k, v := range set {
