@@ -427,7 +427,6 @@ func NewTransport(cfg Config) (*Transport, error) {
 		name:      cfg.Name,
 		shmFrame:  shmSegment.frame(cfg.UCX),
 		tcpFrame:  tcpSegment.frame(cfg.UCX),
-		holdMin:   min(16<<10, shmSegment.frame(cfg.UCX)/2),
 		conns:     make(map[uint64]*Conn),
 		peers:     make(map[string]*peer),
 		peersByEP: make(map[cucx.EP]*peer),
@@ -435,6 +434,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 		closing:   make(chan struct{}),
 		ops:       make(map[uint64]chan cucx.Status),
 	}
+	t.holdMin = min(16<<10, t.shmFrame/2)
 	eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin}, t)
 	if err != nil {
 		hint := ""

@@ -595,15 +595,18 @@ func (b *benchTransport) http(ctx context.Context, clients int) (float64, error)
 		errMu sync.Mutex
 		first error
 	)
+	fail := func(err error) {
+		errMu.Lock()
+		first = cmpOr(first, err)
+		errMu.Unlock()
+		stop.Store(true)
+	}
 	worker := func(warmup int, wg *sync.WaitGroup) {
 		defer wg.Done()
 		buf := make([]byte, 4<<10)
 		for i := 0; i < warmup; i++ {
 			if err := get(buf); err != nil {
-				errMu.Lock()
-				first = cmpOr(first, err)
-				errMu.Unlock()
-				stop.Store(true)
+				fail(err)
 				return
 			}
 		}
@@ -612,10 +615,7 @@ func (b *benchTransport) http(ctx context.Context, clients int) (float64, error)
 		}
 		for !stop.Load() {
 			if err := get(buf); err != nil {
-				errMu.Lock()
-				first = cmpOr(first, err)
-				errMu.Unlock()
-				stop.Store(true)
+				fail(err)
 				return
 			}
 			count.Add(1)

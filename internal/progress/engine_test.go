@@ -82,6 +82,21 @@ func (c *collector) wait(t *testing.T, f func() bool) {
 	}
 }
 
+// expect waits until the collector has every frame of want (by id) and
+// checks each, then releases what it held.
+func (c *collector) expect(t *testing.T, want map[uint64][]byte) {
+	t.Helper()
+	c.wait(t, func() bool { return len(c.got) == len(want) })
+	c.mu.Lock()
+	for id, w := range want {
+		require.True(t, bytes.Equal(w, c.got[id]), "frame %x (%d bytes) corrupted", id, len(w))
+	}
+	held := c.held
+	c.held = nil
+	c.mu.Unlock()
+	c.eng.Release(held...)
+}
+
 // Frames of every size class — UCX answers ucp_am_send_nbx inline, with a
 // request, or by refusing immediate completion, depending on size and
 // transport — arrive intact, whether the receiver holds them or not.
@@ -109,15 +124,7 @@ func TestSizesAcrossTheRange(t *testing.T) {
 			want[id][j] ^= byte(j * 31)
 		}
 	}
-	b.wait(t, func() bool { return len(b.got) == len(sizes) })
-	b.mu.Lock()
-	for id, w := range want {
-		require.True(t, bytes.Equal(w, b.got[id]), "frame %d (%d bytes) corrupted", id, len(w))
-	}
-	held := b.held
-	b.held = nil
-	b.mu.Unlock()
-	b.eng.Release(held...)
+	b.expect(t, want)
 
 	// A flush completes once everything sent is handed to the transport.
 	done, err := a.eng.Flush(ep, 42)
@@ -173,15 +180,7 @@ func TestZeroCopyFramesAcrossTheRange(t *testing.T) {
 			clear(data) // UCX is done with it
 		}
 	}
-	b.wait(t, func() bool { return len(b.got) == len(want) })
-	b.mu.Lock()
-	for id, w := range want {
-		require.True(t, bytes.Equal(w, b.got[id]), "frame %x (%d bytes) corrupted", id, len(w))
-	}
-	held := b.held
-	b.held = nil
-	b.mu.Unlock()
-	b.eng.Release(held...)
+	b.expect(t, want)
 	st := a.eng.Stats()
 	t.Logf("%d zero-copy frames; %d sends waited for UCX", st.ZCFrames, len(waits))
 	require.Equal(t, uint64(len(want)), st.ZCFrames)
