@@ -27,6 +27,7 @@ const (
 	DefaultWindow   = 4 << 20 // per-conn receive window
 	DefaultBacklog  = 512     // conns waiting for Accept, per listener
 	DefaultSpin     = 50 * time.Microsecond
+	DefaultSpinMax  = 500 * time.Microsecond
 	DefaultLinger   = 2 * time.Second
 )
 
@@ -63,6 +64,16 @@ type Config struct {
 	// sleeps: more spin trades CPU for latency. Default: $UCXNET_SPIN if
 	// set (a Go duration), else 50 µs; negative means never spin.
 	Spin time.Duration
+	// SpinMax is how far the spin after a bulk frame (32 KiB or more)
+	// grows while such frames keep waking the engine soon after it went
+	// to sleep (a stream whose frames come a few hundred µs apart): each
+	// such wake-up doubles it, each sleep longer than SpinMax halves it
+	// back toward Spin. A stream then pays the wake-up (80–130 µs on a
+	// small VM) about once per burst instead of once per frame, for up to
+	// SpinMax of polling per gap; small frames keep the plain Spin.
+	// Default: $UCXNET_SPIN_MAX if set, else 500 µs; at or below Spin (or
+	// with Spin negative) the spin stays fixed.
+	SpinMax time.Duration
 	// UCX holds UCX settings (names without the UCX_ prefix) applied on top
 	// of the environment.
 	UCX map[string]string
@@ -397,8 +408,14 @@ func NewTransport(cfg Config) (*Transport, error) {
 			cfg.Spin = v
 		}
 	}
+	if cfg.SpinMax == 0 {
+		cfg.SpinMax = DefaultSpinMax
+		if v, err := time.ParseDuration(os.Getenv("UCXNET_SPIN_MAX")); err == nil {
+			cfg.SpinMax = v
+		}
+	}
 	if cfg.Spin < 0 {
-		cfg.Spin = 0
+		cfg.Spin, cfg.SpinMax = 0, 0
 	}
 	if cfg.Name == "" {
 		cfg.Name = registry.UniqueName()
@@ -435,7 +452,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 		ops:       make(map[uint64]chan cucx.Status),
 	}
 	t.holdMin = min(16<<10, t.shmFrame/2)
-	eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin}, t)
+	eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin, SpinMax: cfg.SpinMax}, t)
 	if err != nil {
 		hint := ""
 		if tls, set := os.LookupEnv("UCX_TLS"); set {
