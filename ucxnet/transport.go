@@ -62,17 +62,19 @@ type Config struct {
 	Backlog int
 	// Spin is how long the progress engine polls after activity before it
 	// sleeps: more spin trades CPU for latency. Default: $UCXNET_SPIN if
-	// set (a Go duration), else 50 µs; negative means never spin.
+	// set (a Go duration), else 50 µs; negative (or $UCXNET_SPIN=0) means
+	// never spin, SpinMax included.
 	Spin time.Duration
-	// SpinMax is how far the spin after a bulk frame (32 KiB or more)
-	// grows while such frames keep waking the engine soon after it went
-	// to sleep (a stream whose frames come a few hundred µs apart): each
-	// such wake-up doubles it, each sleep longer than SpinMax halves it
-	// back toward Spin. A stream then pays the wake-up (80–130 µs on a
-	// small VM) about once per burst instead of once per frame, for up to
-	// SpinMax of polling per gap; small frames keep the plain Spin.
-	// Default: $UCXNET_SPIN_MAX if set, else 500 µs; at or below Spin (or
-	// with Spin negative) the spin stays fixed.
+	// SpinMax bounds a longer spin after bulk frames (32 KiB or more of
+	// payload). When the engine fell asleep after such a frame and the
+	// next one came within SpinMax, the spin after bulk frames grows to
+	// cover that gap (at least doubling); a longer gap, or none following,
+	// halves it, down to Spin. A stream whose frames come a few hundred µs
+	// apart then pays the wake-up (80–130 µs on a small VM) about once per
+	// burst instead of once per frame, for up to SpinMax of polling per
+	// gap; traffic of smaller frames keeps the plain Spin. Default:
+	// $UCXNET_SPIN_MAX if set, else 500 µs; negative or at most Spin keeps
+	// the spin fixed.
 	SpinMax time.Duration
 	// UCX holds UCX settings (names without the UCX_ prefix) applied on top
 	// of the environment.
@@ -414,7 +416,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 			cfg.SpinMax = v
 		}
 	}
-	if cfg.Spin < 0 {
+	if cfg.Spin <= 0 {
 		cfg.Spin, cfg.SpinMax = 0, 0
 	}
 	if cfg.Name == "" {

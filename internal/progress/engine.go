@@ -6,10 +6,10 @@
 // hand-off to a dedicated OS thread (measured here at ~17 µs a hop) sits on
 // the write path. One engine goroutine drives ucp_worker_progress, receives
 // what UCX reported as a batch of events from a single cgo call, and hands
-// the batch to a Handler. After activity it spins for a while (longer while
-// traffic keeps arriving just after it fell asleep: spin.go); when quiet it
-// arms the worker and sleeps in poll(2) on the worker's event fd, so an idle
-// process burns no CPU. Submitters wake it with ucp_worker_signal only when
+// the batch to a Handler. After activity it spins for a while (longer after
+// bulk frames that keep arriving just after it fell asleep: spin.go); when
+// quiet it arms the worker and sleeps in poll(2) on the worker's event fd,
+// so an idle process burns no CPU. Submitters wake it with ucp_worker_signal only when
 // it is actually asleep.
 package progress
 
@@ -45,9 +45,8 @@ type Config struct {
 	// before it arms the worker and sleeps, at least. Zero sleeps at once
 	// (unless SpinMax lets the window grow).
 	Spin time.Duration
-	// SpinMax is the longest the spin after a bulk frame grows to while
-	// bulk frames keep ending sleeps soon after they began (see
-	// spinPolicy). At or below Spin it stays at Spin.
+	// SpinMax is the longest the spin after a bulk frame grows to (see
+	// spin.go), capped at IdleTimeout. At or below Spin it stays at Spin.
 	SpinMax time.Duration
 	// MaxBatch bounds the events gathered per progress call (default 256).
 	MaxBatch int
@@ -207,20 +206,6 @@ func (e *Engine) SendFramesZC(ep cucx.EP, header []byte, seqOff, lenOff int, seq
 	return sent, wait, err
 }
 
-// bulkMin is the frame payload that marks a wake-up as one of a bulk
-// stream, which a longer spin should avoid (see spinPolicy).
-const bulkMin = 32 << 10
-
-// bulkBatch reports whether evs holds a bulk frame.
-func bulkBatch(evs []cucx.Event) bool {
-	for i := range evs {
-		if evs[i].DataLen >= bulkMin {
-			return true
-		}
-	}
-	return false
-}
-
 // markHeld tells the worker which events of the batch the handler held.
 // It takes the lock: the handler may have called into UCX, and UCX may
 // have recorded events (growing the C array) meanwhile.
@@ -268,25 +253,18 @@ func (e *Engine) loop() {
 	timeout := int(e.cfg.IdleTimeout / time.Millisecond)
 	last := time.Now()
 	seen := e.submits.Load()
-	// After any activity the engine spins for cfg.Spin; after a bulk frame
-	// for the adaptive window of spin (spin.go), which grows while bulk
-	// frames keep ending its sleeps soon after they began. The last sleep
-	// that traffic ended is judged once that traffic has passed: did it
-	// bring a bulk frame?
-	spin := newSpinPolicy(e.cfg.Spin, e.cfg.SpinMax)
-	var lastBulk time.Time
-	var sleptFor time.Duration
-	judge, bulk := false, false
+	// After a bulk frame the spin may be longer than cfg.Spin (spin.go).
+	// It never exceeds the idle timeout, whose wake-ups shrink it.
+	bs := newBulkSpin(e.cfg.Spin, min(e.cfg.SpinMax, e.cfg.IdleTimeout))
 	for !e.stopping.Load() {
 		var n int
 		rel := e.takeReleases()
 		e.mu.Lock()
 		evs, n = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
 		e.mu.Unlock()
+		bulk := false
 		if len(evs) > 0 {
-			if bulkBatch(evs) {
-				bulk, lastBulk = true, time.Now()
-			}
+			bulk = bulkBatch(evs)
 			e.batches.Add(1)
 			e.h.HandleEvents(evs)
 			e.markHeld(evs)
@@ -298,17 +276,19 @@ func (e *Engine) loop() {
 		if s := e.submits.Load(); len(evs) > 0 || s != seen {
 			seen = s
 			last = time.Now()
+			if bulk {
+				bs.frame(last)
+			}
 			continue
 		}
-		if time.Since(last) < e.cfg.Spin || time.Since(lastBulk) < spin.window() {
+		now := time.Now()
+		if now.Sub(last) < e.cfg.Spin || bs.spinning(now) {
 			if n == 0 {
 				runtime.Gosched()
 			}
 			continue
 		}
-		if judge {
-			judge = false
-			spin.slept(sleptFor, bulk)
+		if bs.judge(now) {
 			continue // the window may have grown
 		}
 		seq := e.submits.Load()
@@ -336,7 +316,6 @@ func (e *Engine) loop() {
 			continue
 		}
 		var ready int
-		asleep := time.Now()
 		for {
 			var perr error
 			ready, perr = unix.Poll(fds, wait)
@@ -346,12 +325,7 @@ func (e *Engine) loop() {
 		}
 		e.armed.Store(false)
 		e.wakeups.Add(1)
-		sleptFor = time.Since(asleep)
-		if ready > 0 {
-			judge, bulk = true, false
-		} else {
-			spin.slept(sleptFor, false)
-		}
+		bs.woke()
 		if ready > 0 {
 			last = time.Now() // woken by traffic: spin for what follows
 		}
