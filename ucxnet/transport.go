@@ -386,6 +386,15 @@ type Stats struct {
 	StalledPeers   uint64 // endpoints force-closed because the peer stopped draining a zero-copy send
 }
 
+// envDuration is the Go duration in the environment variable name, or dflt
+// if it is unset or not a duration.
+func envDuration(name string, dflt time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return dflt
+}
+
 // NewTransport starts a transport: a UCP context, a worker and its
 // progress engine.
 func NewTransport(cfg Config) (*Transport, error) {
@@ -405,16 +414,10 @@ func NewTransport(cfg Config) (*Transport, error) {
 		cfg.Backlog = DefaultBacklog
 	}
 	if cfg.Spin == 0 {
-		cfg.Spin = DefaultSpin
-		if v, err := time.ParseDuration(os.Getenv("UCXNET_SPIN")); err == nil {
-			cfg.Spin = v
-		}
+		cfg.Spin = envDuration("UCXNET_SPIN", DefaultSpin)
 	}
 	if cfg.SpinMax == 0 {
-		cfg.SpinMax = DefaultSpinMax
-		if v, err := time.ParseDuration(os.Getenv("UCXNET_SPIN_MAX")); err == nil {
-			cfg.SpinMax = v
-		}
+		cfg.SpinMax = envDuration("UCXNET_SPIN_MAX", DefaultSpinMax)
 	}
 	if cfg.Spin <= 0 {
 		cfg.Spin, cfg.SpinMax = 0, 0

@@ -9,8 +9,8 @@
 // the batch to a Handler. After activity it spins for a while (longer after
 // bulk frames that keep arriving just after it fell asleep: spin.go); when
 // quiet it arms the worker and sleeps in poll(2) on the worker's event fd,
-// so an idle process burns no CPU. Submitters wake it with ucp_worker_signal only when
-// it is actually asleep.
+// so an idle process burns no CPU. Submitters wake it with
+// ucp_worker_signal only when it is actually asleep.
 package progress
 
 import (

@@ -88,9 +88,10 @@ func (b *bulkSpin) frame(now time.Time) {
 }
 
 // spinning reports whether the window after the last bulk frame is still
-// open at now.
+// open at now (never before the first: the time since the zero Time
+// saturates).
 func (b *bulkSpin) spinning(now time.Time) bool {
-	return !b.last.IsZero() && now.Sub(b.last) < b.policy.window()
+	return now.Sub(b.last) < b.policy.window()
 }
 
 // woke records that the engine slept and woke (for traffic, a submission
