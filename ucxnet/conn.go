@@ -1,7 +1,6 @@
 package ucxnet
 
 import (
-	"crypto/hmac"
 	"fmt"
 	"io"
 	"net"
@@ -12,15 +11,6 @@ import (
 
 	"github.com/ucxnet/ucxnet/internal/cucx"
 	"github.com/ucxnet/ucxnet/internal/stream"
-)
-
-// conn states
-const (
-	stateDialing   = iota // CONNECT sent, waiting for ACCEPT/REFUSE
-	stateAbandoned        // the dialer gave up; reset whatever answer comes
-	stateOpen
-	stateDone        // reset, failed, or closed and finished
-	stateAuthPending // accepted, waiting for the dialer's pre-shared-key proof
 )
 
 // Conn is a ucxnet connection: a byte stream carried as UCX active
@@ -37,9 +27,13 @@ type Conn struct {
 	raddr    Addr
 	dialDone chan struct{} // closed when a dial is answered
 	auth     *authState    // pre-shared-key handshake state, if any
+	// from identifies the UCX endpoint the peer's frames for this conn
+	// come from (cucx.Event.From), learnt from its first handshake frame;
+	// frames from anywhere else are dropped. Engine goroutine only.
+	from uintptr
 
 	mu     sync.Mutex
-	state  int
+	state  connState
 	rwin   stream.RecvWindow
 	reasm  *stream.Reassembler
 	rbuf   []stream.Segment // in-order data not yet read; Data is held UCX memory (Ref) or Go memory
@@ -64,7 +58,9 @@ type Conn struct {
 	writeDeadline deadline
 }
 
-func newConn(t *Transport, p *peer, laddr, raddr Addr) *Conn {
+// newConn returns a conn to p (nil: attached later) with a receive window
+// of window bytes.
+func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 	c := &Conn{
 		t:             t,
 		peer:          p,
@@ -73,7 +69,7 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr) *Conn {
 		laddr:         laddr,
 		raddr:         raddr,
 		dialDone:      make(chan struct{}),
-		rwin:          stream.NewRecvWindow(uint32(t.cfg.Window)),
+		rwin:          stream.NewRecvWindow(uint32(min(window, t.cfg.Window))),
 		reasm:         stream.NewReassembler(maxAhead),
 		rcond:         make(chan struct{}),
 		wcond:         make(chan struct{}),
@@ -209,6 +205,18 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 }
 
+// accepted grows an accepted conn's receive window from preAcceptWindow
+// to the transport's Window once Accept hands it to the application.
+func (c *Conn) accepted() {
+	c.mu.Lock()
+	limit, send := c.rwin.Resize(uint32(c.t.cfg.Window))
+	open := c.state == stateOpen && !c.rEOF
+	c.mu.Unlock()
+	if send && open {
+		c.sendWindow(limit)
+	}
+}
+
 func (c *Conn) sendWindow(limit uint64) {
 	_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindWindow, ConnID: c.remoteID, Aux: limit})
 }
@@ -267,6 +275,19 @@ func (c *Conn) Write(b []byte) (int, error) {
 		chunk := min(avail, len(b)-n)
 		c.mu.Unlock()
 
+		if c.peer.unflushed.Load() >= peerBufferMax {
+			if err := c.drainPeer(dl); err != nil {
+				if err == os.ErrDeadlineExceeded || err == net.ErrClosed {
+					return n, c.opErr("write", err)
+				}
+				c.mu.Lock()
+				if c.werr == nil {
+					c.werr = err
+				}
+				continue
+			}
+		}
+
 		h := stream.Header{Kind: stream.KindData, ConnID: c.remoteID}
 		hb := h.Bytes()
 		sp := c.peer.path(c.t)
@@ -283,6 +304,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		}
 		frames := (sent + frame - 1) / frame
 		c.seq += uint64(frames)
+		c.peer.unflushed.Add(int64(sent))
 		c.t.stats.framesOut.Add(uint64(frames))
 		c.t.stats.bytesOut.Add(uint64(sent))
 		n += sent
@@ -292,6 +314,48 @@ func (c *Conn) Write(b []byte) (int, error) {
 		if err != nil && c.werr == nil {
 			c.werr = withDetail(ErrReset, "%v", err)
 		}
+	}
+}
+
+// peerBufferMax bounds the payload bytes sent to one peer since UCX last
+// confirmed it had finished every send to it: past it, writers to that peer
+// wait for a flush. UCX buffers sends it cannot start (a full socket, a
+// peer that stopped progressing) in C memory; the receive windows bound
+// each conn, this bounds a peer's conns together.
+const peerBufferMax = 64 << 20
+
+// drainPeer waits until UCX has finished every send to c's peer (a flush),
+// the write deadline dl passes (os.ErrDeadlineExceeded) or c is closed
+// (net.ErrClosed). Called with c.wmu held.
+func (c *Conn) drainPeer(dl <-chan struct{}) error {
+	t, p := c.t, c.peer
+	token, ch := t.newOp()
+	var done bool
+	err := p.use(func(ep cucx.EP) (err error) {
+		done, err = t.eng.Flush(ep, token)
+		return err
+	})
+	if done || err != nil {
+		t.forgetOp(token)
+		if err != nil {
+			return withDetail(ErrReset, "%v", err)
+		}
+		p.unflushed.Store(0)
+		return nil
+	}
+	select {
+	case st := <-ch:
+		if st != cucx.StatusOK {
+			return withDetail(ErrReset, "flush: %s", cucx.StatusString(st))
+		}
+		p.unflushed.Store(0)
+		return nil
+	case <-dl:
+		t.forgetOp(token)
+		return os.ErrDeadlineExceeded
+	case <-c.closedCh:
+		t.forgetOp(token)
+		return net.ErrClosed
 	}
 }
 
@@ -373,8 +437,12 @@ const (
 	seqOffset = 16
 )
 
-// SetDeadline sets the read and write deadlines.
+// SetDeadline sets the read and write deadlines. After Close it returns
+// an error matching net.ErrClosed, as *net.TCPConn's does.
 func (c *Conn) SetDeadline(t time.Time) error {
+	if isClosedChan(c.closedCh) {
+		return c.opErr("set", net.ErrClosed)
+	}
 	c.readDeadline.set(t)
 	c.writeDeadline.set(t)
 	return nil
@@ -383,12 +451,18 @@ func (c *Conn) SetDeadline(t time.Time) error {
 // SetReadDeadline sets the read deadline; it also interrupts a Read
 // already blocked.
 func (c *Conn) SetReadDeadline(t time.Time) error {
+	if isClosedChan(c.closedCh) {
+		return c.opErr("set", net.ErrClosed)
+	}
 	c.readDeadline.set(t)
 	return nil
 }
 
 // SetWriteDeadline sets the write deadline.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if isClosedChan(c.closedCh) {
+		return c.opErr("set", net.ErrClosed)
+	}
 	c.writeDeadline.set(t)
 	return nil
 }
@@ -475,7 +549,7 @@ func (c *Conn) Close() error {
 	c.wmu.Lock() // wait for a Write in progress to notice
 	defer c.wmu.Unlock()
 	if unread {
-		c.abort(stream.RstAbort, net.ErrClosed)
+		c.abort(stream.RstAbort, net.ErrClosed, rstIfOpen)
 		return nil
 	}
 	err := c.sendFin()
@@ -499,11 +573,20 @@ func (c *Conn) Close() error {
 	return err
 }
 
-// abort resets the conn: RST to the peer (if it is open), local waiters get
-// err, and the conn leaves the table.
-func (c *Conn) abort(code stream.RstCode, err error) {
+// rstChoice says whether abort tells the peer.
+type rstChoice bool
+
+const (
+	rstIfOpen rstChoice = false // RST only if the conn is open (the peer knows it as established)
+	rstAlways rstChoice = true  // RST whatever the state: the peer has a conn waiting for our answer
+)
+
+// abort resets the conn: local waiters get err, the conn leaves the table,
+// and RST(code) goes to the peer as rst says (never without the peer's
+// conn id).
+func (c *Conn) abort(code stream.RstCode, err error, rst rstChoice) {
 	c.mu.Lock()
-	send := c.state == stateOpen
+	send := (rst == rstAlways || c.state == stateOpen) && c.remoteID != 0 && c.peer != nil
 	c.dropLocked()
 	c.failLocked(err)
 	c.mu.Unlock()
@@ -563,7 +646,7 @@ func (c *Conn) keepLocked() {
 func (c *Conn) failLocked(err error) {
 	c.keepLocked()
 	if c.state == stateAuthPending && c.auth != nil && c.auth.ln != nil {
-		c.auth.ln.releasePending()
+		c.auth.ln.removePendingAuth(c)
 	}
 	if c.state == stateDialing || c.state == stateAbandoned {
 		c.dErr = err
@@ -592,139 +675,6 @@ func (c *Conn) peerFailed(why string) {
 	c.t.removeConn(c)
 }
 
-// handleHandshake takes the listener's ACCEPT or REFUSE (engine goroutine).
-func (c *Conn) handleHandshake(h stream.Header, payload []byte) {
-	c.mu.Lock()
-	state := c.state
-	if state != stateDialing && state != stateAbandoned {
-		c.mu.Unlock()
-		c.t.stats.badFrames.Add(1)
-		return
-	}
-	if h.Kind == stream.KindRefuse {
-		c.failLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)))
-		c.mu.Unlock()
-		c.t.removeConn(c)
-		return
-	}
-	var hello stream.Hello
-	if err := hello.UnmarshalBinary(payload); err != nil {
-		c.failLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", err))
-		c.mu.Unlock()
-		c.t.removeConn(c)
-		return
-	}
-	c.remoteID = hello.ConnID
-	c.frame = min(c.t.cfg.EagerMax, int(hello.EagerMax))
-	c.peerSegs = peerSegLimits(hello)
-	c.swin.Update(uint64(hello.Window))
-	if state == stateAbandoned {
-		c.state = stateOpen // so that abort sends RST
-		c.mu.Unlock()
-		c.abort(stream.RstAbort, net.ErrClosed)
-		return
-	}
-	a := c.auth
-	if a == nil {
-		a = &authState{}
-	}
-	var authErr error
-	switch {
-	case a.psk == nil && hello.MAC != nil:
-		authErr = withDetail(ErrRefused, "listener %q requires a pre-shared key", a.name)
-	case a.psk != nil && hello.MAC == nil:
-		authErr = withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", a.name)
-	case a.psk != nil && !hmac.Equal(hello.MAC, authMAC(a.psk, "accept", a.nd, hello.Nonce, c.id, hello.ConnID, a.name)):
-		authErr = withDetail(ErrRefused, "listener %q failed authentication: wrong pre-shared key", a.name)
-	}
-	if authErr != nil {
-		c.t.stats.authFailures.Add(1)
-		c.failLocked(authErr) // the dial fails with it
-		c.mu.Unlock()
-		c.t.stats.resetsSent.Add(1)
-		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRst, ConnID: c.remoteID, Aux: uint64(stream.RstAbort)})
-		c.t.removeConn(c)
-		return
-	}
-	if a.psk != nil {
-		// Prove we know the key too; the dial completes on the listener's
-		// confirmation (handleAuth).
-		a.nl = hello.Nonce
-		a.proving = true
-		proof := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.t.cfg.Window),
-			MAC: authMAC(a.psk, "dial", a.nd, a.nl, c.id, c.remoteID, a.name)}
-		c.mu.Unlock()
-		b, err := proof.MarshalBinary()
-		if err == nil {
-			hb := stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID, Length: uint32(len(b))}.Bytes()
-			err = c.peer.use(func(ep cucx.EP) error { return c.t.eng.Send(ep, hb[:], b) })
-		}
-		if err != nil {
-			c.fail(withDetail(ErrRefused, "sending AUTH: %v", err))
-		}
-		return
-	}
-	c.state = stateOpen
-	close(c.dialDone)
-	c.mu.Unlock()
-}
-
-// handleAuth takes the AUTH step of a pre-shared-key handshake: the
-// dialer's proof at the listener, or the listener's confirmation at the
-// dialer (engine goroutine).
-func (c *Conn) handleAuth(h stream.Header, payload []byte) {
-	c.mu.Lock()
-	a := c.auth
-	if h.Flags&stream.FlagReply != 0 { // at the dialer: confirmed
-		if c.state == stateAbandoned && a != nil && a.proving {
-			// The dial gave up meanwhile: reset the listener's conn.
-			c.state = stateOpen
-			c.mu.Unlock()
-			c.abort(stream.RstAbort, net.ErrClosed)
-			return
-		}
-		if c.state != stateDialing || a == nil || !a.proving {
-			c.mu.Unlock()
-			c.t.stats.badFrames.Add(1)
-			return
-		}
-		c.state = stateOpen
-		close(c.dialDone)
-		c.mu.Unlock()
-		return
-	}
-	if c.state != stateAuthPending || a == nil { // at the listener: the proof
-		c.mu.Unlock()
-		c.t.stats.badFrames.Add(1)
-		return
-	}
-	var hello stream.Hello
-	ok := hello.UnmarshalBinary(payload) == nil &&
-		hmac.Equal(hello.MAC, authMAC(a.psk, "dial", a.nd, a.nl, c.remoteID, c.id, a.name))
-	if !ok {
-		c.failLocked(withDetail(ErrRefused, "dialer failed authentication"))
-		c.mu.Unlock()
-		c.t.stats.authFailures.Add(1)
-		c.t.refuse(c.peer, c.remoteID, stream.RefuseAuth)
-		c.t.removeConn(c)
-		return
-	}
-	c.state = stateOpen
-	c.mu.Unlock()
-	a.ln.releasePending()
-	if !a.ln.enqueue(c) {
-		code := stream.RefuseBacklog
-		if a.ln.isClosed() {
-			code = stream.RefuseNoListener
-		}
-		c.fail(withDetail(ErrRefused, "%v", code))
-		c.t.refuse(c.peer, c.remoteID, code)
-		return
-	}
-	c.t.stats.accepts.Add(1)
-	_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindAuth, Flags: stream.FlagReply, ConnID: c.remoteID})
-}
-
 // handleFrame takes DATA, FIN, WINDOW, RST and PING (engine goroutine).
 func (c *Conn) handleFrame(h stream.Header, ev *cucx.Event) {
 	switch h.Kind {
@@ -739,6 +689,14 @@ func (c *Conn) handleFrame(h stream.Header, ev *cucx.Event) {
 	case stream.KindRst:
 		c.t.stats.resetsRecv.Add(1)
 		c.fail(withDetail(ErrReset, "peer sent RST (%v)", stream.RstCode(h.Aux)))
+	case stream.KindPing:
+		// A keepalive probe: answer it (the answer's arrival is all the
+		// prober needs). Answers are not answered.
+		if h.Flags&stream.FlagReply == 0 {
+			if id := c.remoteIDLocked(); id != 0 {
+				_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: id, Aux: h.Aux})
+			}
+		}
 	}
 }
 
@@ -755,7 +713,7 @@ func (c *Conn) handleStream(h stream.Header, ev *cucx.Event) {
 		// with RST, as TCP does.
 		c.mu.Unlock()
 		if h.Kind == stream.KindData {
-			c.abort(stream.RstAbort, net.ErrClosed)
+			c.abort(stream.RstAbort, net.ErrClosed, rstIfOpen)
 			return
 		}
 		c.mu.Lock()
@@ -774,7 +732,7 @@ func (c *Conn) handleStream(h stream.Header, ev *cucx.Event) {
 	if c.state == stateAuthPending {
 		c.mu.Unlock()
 		c.t.stats.protocolResets.Add(1)
-		c.abort(stream.RstProtocol, withDetail(ErrProtocol, "data before authentication"))
+		c.abort(stream.RstProtocol, withDetail(ErrProtocol, "data before authentication"), rstAlways)
 		return
 	}
 	seg := stream.Segment{Kind: h.Kind, Seq: h.Seq, Data: ev.Data, Ref: stream.Ref(ev.Ref())}
@@ -802,10 +760,16 @@ func (c *Conn) handleStream(h stream.Header, ev *cucx.Event) {
 		}
 		err = c.rwin.Receive(len(ev.Data))
 	}
+	if err == nil && c.reasm.Cost() > int(c.rwin.Size()) {
+		// Out-of-order frames are charged their memory, not only their
+		// bytes: a peer sending tiny frames out of order cannot make a conn
+		// hold many times its window.
+		err = fmt.Errorf("out-of-order frames hold %d bytes (with per-frame overhead), more than the %d-byte window", c.reasm.Cost(), c.rwin.Size())
+	}
 	if err != nil {
 		c.mu.Unlock()
 		c.t.stats.protocolResets.Add(1)
-		c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err))
+		c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err), rstIfOpen)
 		return
 	}
 	for _, s := range segs {

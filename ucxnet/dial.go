@@ -5,8 +5,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/cucx"
-	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
 // DefaultDialTimeout bounds a dial whose Dialer has no Timeout and whose
@@ -94,35 +92,32 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	if err := ctx.Err(); err != nil {
 		return nil, opErr(err)
 	}
-	p, err := t.peerFor(e.Address)
-	if err != nil {
+	c := newConn(t, nil, Addr{}, raddr, t.cfg.Window)
+	if err := t.attach(e.Address, c, true); err != nil {
+		if err == ErrTransportClosed {
+			return nil, opErr(err)
+		}
 		return nil, opErr(withDetail(ErrRefused, "%v", err))
 	}
-	c := newConn(t, p, Addr{}, raddr)
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, opErr(ErrTransportClosed)
-	}
-	t.addConnLocked(c)
-	t.mu.Unlock()
 	c.laddr = Addr{Name: t.name + "#" + formatID(c.id)}
-	c.auth = &authState{psk: psk, nd: newNonce(), name: e.Name}
-
-	hello := stream.Hello{
-		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window),
-		Name: e.Name, LocalName: c.laddr.Name, WorkerAddr: t.eng.Address(), Nonce: c.auth.nd,
-		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame),
+	c.auth = &authState{psk: psk, name: e.Name}
+	if psk != nil {
+		c.auth.nd = newNonce()
 	}
-	b, err := hello.MarshalBinary()
-	if err == nil {
-		hb := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
-		err = p.use(func(ep cucx.EP) error { return t.eng.Send(ep, hb[:], b) })
-	}
-	if err != nil {
+	if err := t.sendConnect(c, e.Name); err != nil {
 		c.fail(err)
 		return nil, opErr(withDetail(ErrRefused, "sending CONNECT: %v", err))
 	}
+	// A listener's engine answers at once, whatever its application does:
+	// no answer within KeepAlive means its process is gone (a killed
+	// process over shared memory can look alive to UCX).
+	var noAnswer <-chan time.Time
+	if ka := t.cfg.KeepAlive; ka > 0 {
+		timer := time.NewTimer(ka)
+		defer timer.Stop()
+		noAnswer = timer.C
+	}
+	var giveUp error
 	select {
 	case <-c.dialDone:
 		c.mu.Lock()
@@ -133,6 +128,14 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		}
 		return c, nil
 	case <-ctx.Done():
+		giveUp = ctx.Err()
+	case <-noAnswer:
+		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v", e.Name, t.cfg.KeepAlive)
+	case <-t.closing:
+		c.fail(ErrTransportClosed)
+		return nil, opErr(ErrTransportClosed)
+	}
+	{
 		c.mu.Lock()
 		select {
 		case <-c.dialDone: // answered meanwhile
@@ -158,10 +161,7 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 				}
 			})
 		}
-		return nil, opErr(ctx.Err())
-	case <-t.closing:
-		c.fail(ErrTransportClosed)
-		return nil, opErr(ErrTransportClosed)
+		return nil, opErr(giveUp)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 
 	"github.com/ucxnet/ucxnet/internal/stream"
@@ -33,7 +34,9 @@ type ListenConfig struct {
 type Listener struct {
 	t       *Transport
 	psk     []byte
-	pending int // conns waiting for a pre-shared-key proof (under mu); they count against the backlog
+	// pendingAuth holds the conns waiting for a pre-shared-key proof,
+	// oldest first (under mu).
+	pendingAuth []*Conn
 	addr    Addr
 	queue   chan *Conn
 	mu      sync.Mutex
@@ -139,24 +142,46 @@ func (l *Listener) enqueue(c *Conn) bool {
 	}
 }
 
-// reservePending takes a backlog slot for a conn that waits for its
-// dialer's pre-shared-key proof; false if the backlog is full or the
-// listener closed.
-func (l *Listener) reservePending() bool {
+// addPendingAuth records a conn that waits for its dialer's
+// pre-shared-key proof. Such conns wait apart from the backlog, so that
+// unproven dials cannot take the places of proven ones; there are at most
+// maxPendingAuthPerPeer of them per dialing worker and maxPendingAuth in
+// all, and when either is full the oldest is returned, to be dropped.
+func (l *Listener) addPendingAuth(c *Conn) (evict *Conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.pending+len(l.queue) >= cap(l.queue) {
-		return false
+	oldest, perPeer := -1, 0
+	for i, pc := range l.pendingAuth {
+		if pc.peer == c.peer {
+			if perPeer == 0 {
+				oldest = i
+			}
+			perPeer++
+		}
 	}
-	l.pending++
-	return true
+	switch {
+	case perPeer >= maxPendingAuthPerPeer:
+	case len(l.pendingAuth) >= maxPendingAuth:
+		oldest = 0
+	default:
+		oldest = -1
+	}
+	if oldest >= 0 {
+		evict = l.pendingAuth[oldest]
+		l.pendingAuth = append(l.pendingAuth[:oldest], l.pendingAuth[oldest+1:]...)
+	}
+	l.pendingAuth = append(l.pendingAuth, c)
+	return evict
 }
 
-// releasePending gives back a slot taken by reservePending.
-func (l *Listener) releasePending() {
+// removePendingAuth forgets a conn added by addPendingAuth (proven, or
+// failed).
+func (l *Listener) removePendingAuth(c *Conn) {
 	l.mu.Lock()
-	l.pending--
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if i := slices.Index(l.pendingAuth, c); i >= 0 {
+		l.pendingAuth = slices.Delete(l.pendingAuth, i, i+1)
+	}
 }
 
 func (l *Listener) isClosed() bool {
@@ -170,6 +195,7 @@ func (l *Listener) isClosed() bool {
 func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.queue:
+		c.accepted()
 		return c, nil
 	case <-l.done:
 	}
@@ -199,7 +225,7 @@ func (l *Listener) Close() error {
 	for {
 		select {
 		case c := <-l.queue:
-			c.abort(stream.RstAbort, net.ErrClosed)
+			c.abort(stream.RstAbort, net.ErrClosed, rstIfOpen)
 			continue
 		default:
 		}

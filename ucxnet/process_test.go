@@ -44,6 +44,23 @@ func TestHelperProcess(t *testing.T) {
 		if err != nil {
 			os.Exit(0)
 		}
+		switch os.Getenv(childModeEnv) {
+		case "stream": // write without end
+			go func() {
+				buf := make([]byte, 64<<10)
+				for {
+					if _, err := c.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+			continue
+		case "discard": // read and drop without end
+			go io.Copy(io.Discard, c)
+			continue
+		case "idle": // hold the conn, never read or write
+			continue
+		}
 		if os.Getenv(childModeEnv) == "write-exit" {
 			// Write a known stream, Close, and exit at once: Close's linger
 			// must have handed every frame to the transport.

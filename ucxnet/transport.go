@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
-	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +28,9 @@ const (
 	DefaultSpin     = 50 * time.Microsecond
 	DefaultSpinMax  = 500 * time.Microsecond
 	DefaultLinger   = 2 * time.Second
+	// DefaultKeepAlive is how long a peer with conns may stay silent
+	// before it is taken for dead (see Config.KeepAlive).
+	DefaultKeepAlive = 1500 * time.Millisecond
 )
 
 // ucxDefaults are UCX settings ucxnet changes unless the user set the
@@ -100,6 +102,25 @@ type Config struct {
 	// from the writer's memory (pinned until UCX is done with it, which
 	// Write waits for): one copy less. $UCXNET_COPY_WRITES=1 sets it too.
 	CopyWrites bool
+	// KeepAlive is how long a peer that this transport has conns with may
+	// stay silent before it is taken for dead: its conns then fail with
+	// ECONNRESET (blocked Reads and Writes included), and a dial it does
+	// not answer within KeepAlive fails with ECONNREFUSED. A peer that has
+	// been silent for a third of it is probed with a PING, once per peer
+	// (not per conn), which its progress engine answers whatever its
+	// application is doing. UCX's own keepalive misses some deaths: over
+	// shared memory a killed peer that its parent has not reaped yet (a
+	// zombie) counts as alive. Default: $UCXNET_KEEPALIVE if set (a Go
+	// duration), else DefaultKeepAlive; negative disables it (then only
+	// UCX's detection remains), as with net.Dialer.KeepAlive. A stopped
+	// (SIGSTOP) or hung peer process is taken for dead too.
+	KeepAlive time.Duration
+	// NetDevices restricts the network devices UCX uses (and listens on),
+	// as UCX_NET_DEVICES does: for example "lo" or "eth0,mlx5_0:1". By
+	// default UCX's tcp transport listens on every interface's address, so
+	// a process that listens on a ucxnet name is reachable from every
+	// network the host is on. Empty: UCX's default (or $UCX_NET_DEVICES).
+	NetDevices string
 }
 
 // ZeroCopyMin is the smallest write (or window-limited part of one) that
@@ -113,8 +134,9 @@ const ZeroCopyMin = 16 << 10
 // process talk over real UCX transports (shared memory, TCP, ...), not
 // UCX's in-worker loopback.
 type Transport struct {
-	cfg  Config
-	reg  registry.Registry
+	cfg    Config
+	reg    registry.Registry
+	ownReg bool // reg was opened by NewTransport: Close closes it
 	eng  *progress.Engine
 	name string
 
@@ -138,119 +160,13 @@ type Transport struct {
 	listeners map[string]*Listener
 	closed    bool
 	closing   chan struct{}
+	sweepDone chan struct{} // closed when the keepalive sweep stops
 
 	opMu  sync.Mutex
 	opSeq uint64
 	ops   map[uint64]chan cucx.Status // flushes and zero-copy sends UCX has not finished, by token
 
 	stats counters
-}
-
-// peer is a remote worker and the one endpoint all conns to it share.
-type peer struct {
-	addr  string
-	ep    cucx.EP
-	conns map[uint64]*Conn // under Transport.mu
-	info  atomic.Pointer[[]string]
-
-	sp atomic.Pointer[sendPath] // how to send, chosen from the transports (nil: not yet)
-
-	epMu sync.RWMutex // held (shared) while ep is used, so it is not closed under a user
-	gone bool         // ep is closed or closing (under epMu)
-}
-
-// sendPath is how writes go out on a peer's endpoint, chosen once from the
-// UCX transports that carry it.
-type sendPath struct {
-	kind     pathKind
-	frame    int  // payload bytes per frame
-	zeroCopy bool // large writes may be sent straight from the writer's memory
-}
-
-// path returns how to send on this peer's endpoint, from the UCX
-// transports that carry it: frames that fit one receive segment of the
-// transport (or of Config.FrameSize), and whether UCX may read large
-// writes straight from the writer's pinned memory. Only over shared
-// memory:
-//   - over RDMA it would not be safe: UCX cannot see the Go runtime hand
-//     pages back to the kernel, so a cached registration of Go memory
-//     could go stale;
-//   - over TCP it was faster (1 MiB writes 4.4 vs 3.0 GB/s here), but a
-//     Write waiting on a stopped peer must end by force-closing the
-//     endpoint with its sends in flight, and UCX 1.13's tcp transport then
-//     crashes in ucp_worker_progress once the peer resumes (reproduced
-//     6 times in 8). Copies cost throughput; crashes cost the process.
-func (p *peer) path(t *Transport) sendPath {
-	if sp := p.sp.Load(); sp != nil {
-		return *sp
-	}
-	var tl []string
-	_ = p.use(func(ep cucx.EP) error {
-		tl = cucx.Transports(t.eng.EPInfo(ep))
-		return nil
-	})
-	sp := sendPath{frame: networkFrame}
-	switch {
-	case len(tl) == 0:
-		// not known yet (endpoint still wiring up): ask again next time
-	case onlyTransports(tl, "posix", "sysv", "cma", "self"):
-		sp = sendPath{kind: pathSharedMemory, frame: t.shmFrame, zeroCopy: true}
-	case onlyTransports(tl, "tcp", "self"):
-		sp = sendPath{kind: pathTCP, frame: t.tcpFrame}
-	}
-	if t.cfg.FrameSize > 0 {
-		sp.frame = t.cfg.FrameSize
-	}
-	sp.zeroCopy = sp.zeroCopy && !t.cfg.CopyWrites
-	if len(tl) > 0 {
-		p.sp.Store(&sp)
-	}
-	return sp
-}
-
-// onlyTransports reports whether every transport ("tcp/lo",
-// "posix/memory", ...) is one of names.
-func onlyTransports(tl []string, names ...string) bool {
-	for _, tr := range tl {
-		name, _, _ := strings.Cut(tr, "/")
-		if !slices.Contains(names, name) {
-			return false
-		}
-	}
-	return true
-}
-
-// errPeerGone reports a send on an endpoint that was closed.
-var errPeerGone = withDetail(ErrReset, "endpoint to the peer is closed")
-
-// use runs f with the peer's endpoint, unless it is closed.
-func (p *peer) use(f func(ep cucx.EP) error) error {
-	p.epMu.RLock()
-	defer p.epMu.RUnlock()
-	if p.gone {
-		return errPeerGone
-	}
-	return f(p.ep)
-}
-
-// closePeer closes p's endpoint once, whoever asks first (a failure on
-// the engine goroutine, or Close).
-func (t *Transport) closePeer(p *peer, force bool) {
-	t.mu.Lock()
-	if t.peers[p.addr] == p {
-		delete(t.peers, p.addr)
-	}
-	if t.peersByEP[p.ep] == p {
-		delete(t.peersByEP, p.ep)
-	}
-	t.mu.Unlock()
-	p.epMu.Lock()
-	defer p.epMu.Unlock()
-	if p.gone {
-		return
-	}
-	p.gone = true
-	_ = t.eng.CloseEP(p.ep, force)
 }
 
 // maxFreeBufs bounds the recycled read buffers a transport keeps.
@@ -360,6 +276,8 @@ type counters struct {
 	badFrames, unknownConn, duplicates, resetsSent  atomic.Uint64
 	resetsRecv, protocolResets, peerFailures, conns atomic.Uint64
 	authFailures, stalledPeers                      atomic.Uint64
+	foreignFrames, pingsSent, keepAliveFailures     atomic.Uint64
+	idleClosed                                      atomic.Uint64
 }
 
 // Stats are a Transport's counters.
@@ -384,6 +302,12 @@ type Stats struct {
 	InflightSends  uint64 // sends whose buffers UCX still owns
 	ZeroCopyFrames uint64 // data frames sent straight from the writer's memory (see Config.CopyWrites)
 	StalledPeers   uint64 // endpoints force-closed because the peer stopped draining a zero-copy send
+	// ForeignFrames counts frames dropped because they named a conn but
+	// came from another endpoint than the one the conn was made with.
+	ForeignFrames     uint64
+	PingsSent         uint64 // keepalive probes sent (see Config.KeepAlive)
+	KeepAliveFailures uint64 // peers taken for dead because they stayed silent past KeepAlive
+	IdlePeersClosed   uint64 // endpoints closed because no conn used them
 }
 
 // envDuration is the Go duration in the environment variable name, or dflt
@@ -433,19 +357,32 @@ func NewTransport(cfg Config) (*Transport, error) {
 	if cfg.Linger == 0 {
 		cfg.Linger = DefaultLinger
 	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = envDuration("UCXNET_KEEPALIVE", DefaultKeepAlive)
+	}
+	if cfg.NetDevices != "" {
+		ucx := make(map[string]string, len(cfg.UCX)+1)
+		for k, v := range cfg.UCX {
+			ucx[k] = v
+		}
+		ucx["NET_DEVICES"] = cfg.NetDevices
+		cfg.UCX = ucx
+	}
 	if os.Getenv("UCXNET_COPY_WRITES") == "1" {
 		cfg.CopyWrites = true
 	}
-	reg := cfg.Registry
+	reg, ownReg := cfg.Registry, false
 	if reg == nil {
 		var err error
 		if reg, err = registry.FromEnv(); err != nil {
 			return nil, err
 		}
+		ownReg = true
 	}
 	t := &Transport{
 		cfg:       cfg,
 		reg:       reg,
+		ownReg:    ownReg,
 		name:      cfg.Name,
 		shmFrame:  shmSegment.frame(cfg.UCX),
 		tcpFrame:  tcpSegment.frame(cfg.UCX),
@@ -454,11 +391,15 @@ func NewTransport(cfg Config) (*Transport, error) {
 		peersByEP: make(map[cucx.EP]*peer),
 		listeners: make(map[string]*Listener),
 		closing:   make(chan struct{}),
+		sweepDone: make(chan struct{}),
 		ops:       make(map[uint64]chan cucx.Status),
 	}
 	t.holdMin = min(16<<10, t.shmFrame/2)
-	eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin, SpinMax: cfg.SpinMax}, t)
+	eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin, SpinMax: cfg.SpinMax}, engineHandler{t})
 	if err != nil {
+		if ownReg {
+			closeRegistry(reg)
+		}
 		hint := ""
 		if tls, set := os.LookupEnv("UCX_TLS"); set {
 			hint = fmt.Sprintf(" (UCX_TLS=%q: no usable transport?)", tls)
@@ -466,7 +407,16 @@ func NewTransport(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("ucxnet: starting UCX%s: %w", hint, err)
 	}
 	t.eng = eng
+	go t.sweep()
 	return t, nil
+}
+
+// closeRegistry closes a registry backend that owns resources.
+func closeRegistry(r registry.Registry) error {
+	if c, ok := r.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // ucxSettings merges ucxnet's defaults (skipping those the environment
@@ -560,6 +510,8 @@ func (t *Transport) Stats() Stats {
 		ResetsReceived: s.resetsRecv.Load(), ProtocolResets: s.protocolResets.Load(),
 		PeerFailures: s.peerFailures.Load(), AuthFailures: s.authFailures.Load(), OpenConns: uint64(open), Peers: uint64(peers),
 		InflightSends: es.Inflight, ZeroCopyFrames: es.ZCFrames, StalledPeers: s.stalledPeers.Load(),
+		ForeignFrames: s.foreignFrames.Load(), PingsSent: s.pingsSent.Load(),
+		KeepAliveFailures: s.keepAliveFailures.Load(), IdlePeersClosed: s.idleClosed.Load(),
 	}
 }
 
@@ -598,7 +550,7 @@ func (t *Transport) Close() error {
 			c.fail(ErrTransportClosed)
 			continue
 		}
-		c.abort(stream.RstShutdown, ErrTransportClosed)
+		c.abort(stream.RstShutdown, ErrTransportClosed, rstIfOpen)
 	}
 	t.mu.Lock()
 	peers := make([]*peer, 0, len(t.peers))
@@ -623,7 +575,13 @@ func (t *Transport) Close() error {
 	for _, p := range peers {
 		t.closePeer(p, true)
 	}
+	<-t.sweepDone
 	err := t.eng.Close(5 * time.Second)
+	if t.ownReg {
+		if rerr := closeRegistry(t.reg); err == nil {
+			err = rerr
+		}
+	}
 	// Force-closing the endpoints normally ends every send (UCX reports
 	// them canceled). If UCX still held some, the engine leaked the worker
 	// and nothing will progress it again, so UCX will not touch those
@@ -638,38 +596,7 @@ func (t *Transport) isClosed() bool {
 	return t.closed
 }
 
-// peerFor returns the peer for a packed worker address, creating its
-// endpoint on first use.
-func (t *Transport) peerFor(addr []byte) (*peer, error) {
-	t.mu.RLock()
-	p := t.peers[string(addr)]
-	closed := t.closed
-	t.mu.RUnlock()
-	if closed {
-		return nil, ErrTransportClosed
-	}
-	if p != nil {
-		return p, nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, ErrTransportClosed
-	}
-	if p := t.peers[string(addr)]; p != nil {
-		return p, nil
-	}
-	ep, err := t.eng.Connect(addr)
-	if err != nil {
-		return nil, err
-	}
-	p = &peer{addr: string(addr), ep: ep, conns: make(map[uint64]*Conn)}
-	t.peers[p.addr] = p
-	t.peersByEP[ep] = p
-	return p, nil
-}
-
-// newConnLocked registers a conn with a fresh random id. t.mu is held.
+// addConnLocked registers a conn with a fresh random id. t.mu is held.
 func (t *Transport) addConnLocked(c *Conn) {
 	for {
 		id := rand.Uint64()
@@ -681,7 +608,13 @@ func (t *Transport) addConnLocked(c *Conn) {
 		}
 		c.id = id
 		t.conns[id] = c
+		if len(c.peer.conns) == 0 {
+			// Its silence while it had no conns says nothing: the
+			// keepalive clock starts now.
+			c.peer.lastRecv.Store(time.Now().UnixNano())
+		}
 		c.peer.conns[id] = c
+		c.peer.hadConns = true
 		return
 	}
 }
@@ -700,6 +633,9 @@ func (t *Transport) removeConn(c *Conn) {
 	}
 	if c.peer != nil && c.peer.conns[c.id] == c {
 		delete(c.peer.conns, c.id)
+		if len(c.peer.conns) == 0 {
+			c.peer.idleSince = time.Now()
+		}
 	}
 	t.mu.Unlock()
 }
@@ -710,14 +646,21 @@ func (t *Transport) sendCtl(p *peer, h stream.Header) error {
 	return p.use(func(ep cucx.EP) error { return t.eng.Send(ep, hb[:], nil) })
 }
 
+// engineHandler receives the engine's event batches for a Transport (an
+// unexported type, so that the handler is no part of the public API).
+type engineHandler struct{ t *Transport }
+
 // HandleEvents implements progress.Handler. It runs on the engine
 // goroutine.
-func (t *Transport) HandleEvents(evs []cucx.Event) {
+func (h engineHandler) HandleEvents(evs []cucx.Event) { h.t.handleEvents(evs) }
+
+func (t *Transport) handleEvents(evs []cucx.Event) {
+	now := time.Now().UnixNano() // one clock read per batch, for liveness
 	for i := range evs {
 		ev := &evs[i]
 		switch ev.Kind {
 		case cucx.EventFrame:
-			t.handleFrame(ev)
+			t.handleFrame(ev, now)
 		case cucx.EventEPError:
 			t.handleEPError(ev.EP, ev.Status)
 		case cucx.EventFlushed, cucx.EventSent:
@@ -726,6 +669,30 @@ func (t *Transport) HandleEvents(evs []cucx.Event) {
 			t.handleBad(ev)
 		}
 	}
+}
+
+// connFor returns the conn a frame names, if the frame came from the
+// endpoint that conn is bound to; frames for unknown conns and frames from
+// elsewhere are counted and get nil. A frame that arrives counts as a sign
+// of life of the conn's peer.
+func (t *Transport) connFor(h stream.Header, from uintptr, now int64) *Conn {
+	c := t.lookup(h.ConnID)
+	if c == nil {
+		t.stats.unknownConn.Add(1)
+		return nil
+	}
+	if c.from != from {
+		// Before its ACCEPT a dialed conn is bound to nothing: only that
+		// answer, from whoever, may bind it (handleHandshake).
+		if !(c.from == 0 && (h.Kind == stream.KindAccept || h.Kind == stream.KindRefuse)) {
+			t.stats.foreignFrames.Add(1)
+			return nil
+		}
+	}
+	if c.peer != nil {
+		c.peer.lastRecv.Store(now)
+	}
+	return c
 }
 
 // handleBad counts a frame UCX delivered but the C side could not take (a
@@ -738,13 +705,13 @@ func (t *Transport) handleBad(ev *cucx.Event) {
 	if err != nil || (h.Kind != stream.KindData && h.Kind != stream.KindFin) {
 		return
 	}
-	if c := t.lookup(h.ConnID); c != nil {
+	if c := t.lookup(h.ConnID); c != nil && c.from == ev.From {
 		t.stats.protocolResets.Add(1)
-		c.abort(stream.RstProtocol, withDetail(ErrReset, "frame %d could not be received", h.Seq))
+		c.abort(stream.RstProtocol, withDetail(ErrReset, "frame %d could not be received", h.Seq), rstIfOpen)
 	}
 }
 
-func (t *Transport) handleFrame(ev *cucx.Event) {
+func (t *Transport) handleFrame(ev *cucx.Event, now int64) {
 	t.stats.framesIn.Add(1)
 	h, err := stream.DecodeHeader(ev.Header())
 	if err != nil {
@@ -760,128 +727,30 @@ func (t *Transport) handleFrame(ev *cucx.Event) {
 	if err != nil {
 		t.stats.badFrames.Add(1)
 		if h.ConnID != 0 && h.Kind != stream.KindConnect {
-			if c := t.lookup(h.ConnID); c != nil {
+			if c := t.lookup(h.ConnID); c != nil && c.from == ev.From {
 				t.stats.protocolResets.Add(1)
-				c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err))
+				c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err), rstIfOpen)
 			}
 		}
 		return
 	}
 	t.stats.bytesIn.Add(uint64(len(ev.Data)))
+	if h.Kind == stream.KindConnect {
+		t.handleConnect(ev.Data, ev.From)
+		return
+	}
+	c := t.connFor(h, ev.From, now)
+	if c == nil {
+		return
+	}
 	switch h.Kind {
-	case stream.KindConnect:
-		t.handleConnect(ev.Data)
-	case stream.KindAccept, stream.KindRefuse, stream.KindAuth:
-		c := t.lookup(h.ConnID)
-		if c == nil {
-			t.stats.unknownConn.Add(1)
-			return
-		}
-		if h.Kind == stream.KindAuth {
-			c.handleAuth(h, ev.Data)
-		} else {
-			c.handleHandshake(h, ev.Data)
-		}
+	case stream.KindAccept, stream.KindRefuse:
+		c.handleHandshake(h, ev.Data, ev.From)
+	case stream.KindAuth:
+		c.handleAuth(h, ev.Data)
 	default:
-		c := t.lookup(h.ConnID)
-		if c == nil {
-			t.stats.unknownConn.Add(1)
-			return
-		}
 		c.handleFrame(h, ev)
 	}
-}
-
-// handleConnect answers a CONNECT: ACCEPT into the named listener's queue,
-// or REFUSE.
-func (t *Transport) handleConnect(payload []byte) {
-	var hello stream.Hello
-	if err := hello.UnmarshalBinary(payload); err != nil || len(hello.WorkerAddr) == 0 {
-		t.stats.badFrames.Add(1)
-		return
-	}
-	p, err := t.peerFor(hello.WorkerAddr)
-	if err != nil {
-		t.stats.refused.Add(1)
-		return
-	}
-	refuse := func(code stream.RefuseCode) { t.refuse(p, hello.ConnID, code) }
-	t.mu.RLock()
-	l := t.listeners[hello.Name]
-	t.mu.RUnlock()
-	if l == nil {
-		refuse(stream.RefuseNoListener)
-		return
-	}
-	if l.psk != nil && !l.reservePending() {
-		refuse(stream.RefuseBacklog) // too many handshakes waiting for proofs
-		return
-	}
-	if l.psk != nil && len(hello.Nonce) != nonceLen {
-		l.releasePending()
-		t.stats.authFailures.Add(1)
-		refuse(stream.RefuseAuth) // a dialer without a key: no nonce to answer
-		return
-	}
-	c := newConn(t, p, Addr{Name: hello.Name}, Addr{Name: hello.LocalName})
-	c.remoteID = hello.ConnID
-	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
-	c.peerSegs = peerSegLimits(hello)
-	c.swin.Update(uint64(hello.Window))
-	c.state = stateOpen
-	if l.psk != nil {
-		c.state = stateAuthPending
-		c.auth = &authState{psk: l.psk, nd: hello.Nonce, nl: newNonce(), name: hello.Name, ln: l}
-	}
-	t.mu.Lock()
-	if t.closed || l.isClosed() {
-		t.mu.Unlock()
-		if c.auth != nil {
-			l.releasePending()
-		}
-		refuse(stream.RefuseNoListener)
-		return
-	}
-	t.addConnLocked(c)
-	t.mu.Unlock()
-	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window), Name: hello.Name, LocalName: hello.Name,
-		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame)}
-	if c.auth != nil {
-		reply.Nonce = c.auth.nl
-		reply.MAC = authMAC(l.psk, "accept", c.auth.nd, c.auth.nl, hello.ConnID, c.id, hello.Name)
-		// The conn waits for the dialer's proof; it reaches Accept only then.
-		time.AfterFunc(authTimeout, func() {
-			c.mu.Lock()
-			pending := c.state == stateAuthPending
-			c.mu.Unlock()
-			if pending {
-				t.stats.authFailures.Add(1)
-				c.abort(stream.RstAbort, withDetail(ErrRefused, "no authentication within %v", authTimeout))
-			}
-		})
-	} else if !l.enqueue(c) {
-		t.removeConn(c)
-		refuse(stream.RefuseBacklog)
-		return
-	}
-	b, err := reply.MarshalBinary()
-	if err == nil {
-		hb := stream.Header{Kind: stream.KindAccept, ConnID: hello.ConnID, Length: uint32(len(b))}.Bytes()
-		err = p.use(func(ep cucx.EP) error { return t.eng.Send(ep, hb[:], b) })
-	}
-	if err != nil {
-		c.fail(withDetail(ErrReset, "sending ACCEPT: %v", err))
-		return
-	}
-	if c.auth == nil {
-		t.stats.accepts.Add(1)
-	}
-}
-
-// refuse answers a dialer's conn dialerID with REFUSE(code), and counts it.
-func (t *Transport) refuse(p *peer, dialerID uint64, code stream.RefuseCode) {
-	t.stats.refused.Add(1)
-	_ = t.sendCtl(p, stream.Header{Kind: stream.KindRefuse, ConnID: dialerID, Aux: uint64(code)})
 }
 
 // handleEPError fails every conn on a failed endpoint and closes it.
@@ -900,7 +769,11 @@ func (t *Transport) handleEPError(ep cucx.EP, st cucx.Status) {
 
 // failPeer fails every conn to p and force-closes p's endpoint, which
 // cancels what UCX still has queued on it.
-func (t *Transport) failPeer(p *peer, why string) {
+func (t *Transport) failPeer(p *peer, why string) { t.failPeerClose(p, why, true) }
+
+// failPeerClose fails every conn to p and closes p's endpoint, forced or
+// not.
+func (t *Transport) failPeerClose(p *peer, why string, force bool) {
 	t.mu.Lock()
 	conns := make([]*Conn, 0, len(p.conns))
 	for _, c := range p.conns {
@@ -910,7 +783,7 @@ func (t *Transport) failPeer(p *peer, why string) {
 	for _, c := range conns {
 		c.peerFailed(why)
 	}
-	t.closePeer(p, true)
+	t.closePeer(p, force)
 }
 
 // resolve finds the registry entry for a dialed name: an instance name, or

@@ -5,6 +5,13 @@ import (
 	"math"
 )
 
+// MaxWindow is the largest receive window a peer may grant or advertise:
+// a Hello with a larger Window is malformed, and a WINDOW frame can raise
+// the send limit to at most MaxWindow bytes beyond what was sent
+// (SendWindow.Update). It bounds the data one conn may have in flight
+// towards a peer that stops draining.
+const MaxWindow = 256 << 20
+
 // ErrWindowExceeded means the peer sent more data than the receive limit
 // advertised to it.
 var ErrWindowExceeded = errors.New("stream: flow control window exceeded")
@@ -43,9 +50,12 @@ func (w *SendWindow) Consume(n int) {
 }
 
 // Update applies an absolute limit from a KindWindow frame. Stale limits
-// (not above the current one) are ignored. It reports whether Available
-// grew.
+// (not above the current one) are ignored, and a limit more than MaxWindow
+// beyond what was sent is cut to that: a peer cannot make the sender buffer
+// without bound by granting more than any receiver could hold. It reports
+// whether Available grew.
 func (w *SendWindow) Update(limit uint64) bool {
+	limit = min(limit, w.sent+MaxWindow)
 	if limit <= w.limit {
 		return false
 	}
@@ -107,6 +117,24 @@ func (w *RecvWindow) Consume(n int) (limit uint64, send bool) {
 	w.consumed += uint64(n)
 	next := w.consumed + uint64(w.size)
 	if next-w.advertised < max(uint64(w.size/4), 1) {
+		return w.advertised, false
+	}
+	w.advertised = next
+	return next, true
+}
+
+// Resize changes the window size (Size) to size. Growing it raises the
+// limit at once: it returns the new limit and send=true, and the caller
+// advertises it with a KindWindow frame. Shrinking takes effect as the
+// application reads (a limit already advertised is never taken back). It
+// panics if size is 0.
+func (w *RecvWindow) Resize(size uint32) (limit uint64, send bool) {
+	if size == 0 {
+		panic("stream: RecvWindow.Resize to zero")
+	}
+	w.size = size
+	next := w.consumed + uint64(size)
+	if next <= w.advertised {
 		return w.advertised, false
 	}
 	w.advertised = next

@@ -38,7 +38,7 @@ func TestSendWindowUpdates(t *testing.T) {
 	require.Equal(t, 201, w.Available())
 
 	require.True(t, w.Update(math.MaxUint64))
-	require.Equal(t, math.MaxInt, w.Available(), "clamped")
+	require.Equal(t, MaxWindow, w.Available(), "capped at MaxWindow beyond what was sent")
 	require.False(t, w.Update(math.MaxUint64))
 }
 
@@ -135,4 +135,48 @@ func TestFlowSimulation(t *testing.T) {
 	require.Equal(t, total, sent)
 	require.Equal(t, uint64(total), sw.Sent())
 	require.Zero(t, rw.Buffered())
+}
+
+// A peer granting a limit far beyond anything it could buffer does not
+// open the sender's window past MaxWindow beyond what was sent.
+func TestSendWindowCapsHostileLimit(t *testing.T) {
+	w := NewSendWindow(1 << 10)
+	w.Consume(1 << 10)
+	if !w.Update(math.MaxUint64) {
+		t.Fatal("a larger limit should grow the window")
+	}
+	if got, want := w.Available(), MaxWindow; got != want {
+		t.Fatalf("Available after limit 2^64-1 = %d, want %d", got, want)
+	}
+	w.Consume(MaxWindow)
+	if w.Available() != 0 {
+		t.Fatal("window not exhausted")
+	}
+	w.Update(math.MaxUint64) // again: capped relative to the new sent total
+	if got := w.Available(); got != MaxWindow {
+		t.Fatalf("Available = %d, want %d", got, MaxWindow)
+	}
+}
+
+func TestRecvWindowResize(t *testing.T) {
+	w := NewRecvWindow(100)
+	if err := w.Receive(100); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Receive(1); err == nil {
+		t.Fatal("beyond the small window accepted")
+	}
+	limit, send := w.Resize(1000)
+	if !send || limit != 1000 {
+		t.Fatalf("Resize(1000) = %d, %v; want 1000, true", limit, send)
+	}
+	if err := w.Receive(900); err != nil {
+		t.Fatal(err)
+	}
+	if _, send := w.Resize(500); send {
+		t.Fatal("shrinking must not advertise")
+	}
+	if w.Limit() != 1000 {
+		t.Fatalf("limit taken back: %d", w.Limit())
+	}
 }

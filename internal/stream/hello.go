@@ -66,6 +66,8 @@ func (h *Hello) check() error {
 		return fmt.Errorf("%w: zero eager max", ErrBadHello)
 	case h.Window == 0:
 		return fmt.Errorf("%w: zero window", ErrBadHello)
+	case h.Window > MaxWindow:
+		return fmt.Errorf("%w: window of %d bytes exceeds %d", ErrBadHello, h.Window, MaxWindow)
 	case len(h.Name) > maxHelloName:
 		return fmt.Errorf("%w: name is %d bytes", ErrBadHello, len(h.Name))
 	case len(h.LocalName) > maxHelloName:

@@ -38,12 +38,24 @@ func minimal() []byte {
 	return append(b, tlv(tlvWindow, u32(3))...)
 }
 
+// A Hello may not grant a window beyond MaxWindow (4 GiB fitted the field).
+func TestHelloWindowBound(t *testing.T) {
+	h := Hello{ConnID: 1, EagerMax: 1, Window: MaxWindow + 1}
+	_, err := h.MarshalBinary()
+	require.ErrorIs(t, err, ErrBadHello)
+	b := tlv(tlvConnID, u64(1))
+	b = append(b, tlv(tlvEagerMax, u32(2))...)
+	b = append(b, tlv(tlvWindow, u32(^uint32(0)))...)
+	var got Hello
+	require.ErrorIs(t, got.UnmarshalBinary(b), ErrBadHello)
+}
+
 func TestHelloRoundTrip(t *testing.T) {
 	for _, h := range []Hello{
 		fullHello(),
 		{ConnID: 1, EagerMax: 1, Window: 1},
 		{
-			ConnID: ^uint64(0), EagerMax: ^uint32(0), Window: ^uint32(0),
+			ConnID: ^uint64(0), EagerMax: ^uint32(0), Window: MaxWindow,
 			Name: strings.Repeat("n", 1024), LocalName: strings.Repeat("l", 1024),
 			WorkerAddr: make([]byte, 8192), Nonce: make([]byte, 64), MAC: make([]byte, 64),
 		},

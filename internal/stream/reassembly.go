@@ -33,6 +33,12 @@ type Ref struct {
 	Kind uint32
 }
 
+// SegmentOverhead is what Cost charges for each held out-of-order segment
+// beyond its payload: about what a held segment costs in memory (map entry,
+// Segment, slice header). A peer sending tiny frames out of order pays for
+// the memory they take, not only for their bytes.
+const SegmentOverhead = 160
+
 // Drain removes and returns every held out-of-order segment, so that the
 // caller can release their memory (when a conn is torn down).
 func (r *Reassembler) Drain() []Segment {
@@ -155,6 +161,11 @@ func (r *Reassembler) Pending() int { return len(r.pending) }
 
 // PendingBytes returns the total payload bytes of the held segments.
 func (r *Reassembler) PendingBytes() int { return r.pendingBytes }
+
+// Cost returns the memory the held segments are charged: their payload
+// plus SegmentOverhead each. Callers bound it (ucxnet: by the receive
+// window) and reset a conn whose peer exceeds the bound.
+func (r *Reassembler) Cost() int { return r.pendingBytes + SegmentOverhead*len(r.pending) }
 
 // FinDelivered reports whether the FIN has been delivered by Push; after
 // that every Push fails with ErrAfterFin.

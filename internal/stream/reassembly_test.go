@@ -267,3 +267,23 @@ func FuzzReassembly(f *testing.F) {
 		}
 	})
 }
+
+// Tiny out-of-order segments are charged for their memory, not only their
+// bytes.
+func TestReassemblerCostChargesOverhead(t *testing.T) {
+	r := NewReassembler(1 << 16)
+	for seq := uint64(1); seq <= 100; seq++ {
+		if _, err := r.Push(Segment{Kind: KindData, Seq: seq, Data: []byte{1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := r.Cost(), 100*(1+SegmentOverhead); got != want {
+		t.Fatalf("Cost = %d, want %d", got, want)
+	}
+	if _, err := r.Push(Segment{Kind: KindData, Seq: 0, Data: []byte{0}}); err != nil {
+		t.Fatal(err)
+	}
+	if r.Cost() != 0 {
+		t.Fatalf("Cost after delivery = %d, want 0", r.Cost())
+	}
+}

@@ -1,0 +1,343 @@
+package ucxnet
+
+import (
+	"crypto/hmac"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+// The handshake, in one place: CONNECT, ACCEPT/REFUSE and the
+// pre-shared-key proof (auth.go holds the key material).
+//
+// Without a key:
+//
+//	dialer   → CONNECT  Hello{dialer id, limits, worker address}
+//	listener → ACCEPT   Hello{listener id, limits}         (or REFUSE)
+//
+// With a key (see auth.go for why the order is what it is):
+//
+//	dialer   → CONNECT  Hello{..., Nonce: Nd}
+//	listener → ACCEPT   Hello{..., Nonce: Nl}              (no proof yet)
+//	dialer   → AUTH     Hello{MAC: HMAC(kd, Nd, Nl, ids, name)}
+//	listener → AUTH     FlagReply, Hello{MAC: HMAC(kl, ...)} once the
+//	                    dialer's proof checked out; then the conn reaches
+//	                    Accept. A wrong proof gets REFUSE(auth).
+//
+// A conn is bound to the UCX endpoint its peer's first handshake frame came
+// from (cucx.Event.From): frames for it from any other endpoint are dropped
+// and counted (Stats.ForeignFrames), so a third process that learns a conn
+// id cannot inject data or resets into it.
+
+// connState is where a conn is in its life.
+type connState uint8
+
+// Conn states.
+const (
+	stateDialing     connState = iota // CONNECT sent, waiting for ACCEPT/REFUSE (and, with a key, the listener's proof)
+	stateAbandoned                    // the dialer gave up; reset whatever answer comes
+	stateOpen                         // established
+	stateDone                         // reset, failed, or closed and finished
+	stateAuthPending                  // accepted, waiting for the dialer's pre-shared-key proof
+)
+
+var stateNames = [...]string{
+	stateDialing:     "dialing",
+	stateAbandoned:   "abandoned",
+	stateOpen:        "open",
+	stateDone:        "done",
+	stateAuthPending: "auth-pending",
+}
+
+// String returns the state's name.
+func (s connState) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("connState(%d)", uint8(s))
+}
+
+// preAcceptWindow is the receive window an accepted conn advertises until
+// Accept takes it; Accept then grows it to Config.Window. A backlog of
+// unaccepted conns thus holds at most Backlog × preAcceptWindow of a
+// peer's data, not Backlog × Window.
+const preAcceptWindow = 256 << 10
+
+// Handshake bounds.
+const (
+	// maxPendingAuth bounds the conns of one listener waiting for their
+	// dialer's pre-shared-key proof; when it is full the oldest is dropped
+	// to make room (an honest dialer proves within a round trip).
+	maxPendingAuth = 64
+	// maxPendingAuthPerPeer bounds those conns per dialing worker.
+	maxPendingAuthPerPeer = 8
+	// maxIdlePeers bounds the endpoints without conns; a CONNECT that
+	// would need another one (to be refused) gets no answer.
+	maxIdlePeers = 64
+)
+
+// sendConnect sends c's CONNECT to its peer (dial side).
+func (t *Transport) sendConnect(c *Conn, name string) error {
+	hello := stream.Hello{
+		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(c.rwin.Size()),
+		Name: name, LocalName: c.laddr.Name, WorkerAddr: t.eng.Address(), Nonce: c.auth.nd,
+		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame),
+	}
+	return t.sendHello(c.peer, stream.Header{Kind: stream.KindConnect}, hello)
+}
+
+// sendHello sends a handshake frame whose payload is hello.
+func (t *Transport) sendHello(p *peer, h stream.Header, hello stream.Hello) error {
+	b, err := hello.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	h.Length = uint32(len(b))
+	hb := h.Bytes()
+	return p.use(func(ep cucx.EP) error { return t.eng.Send(ep, hb[:], b) })
+}
+
+// handleConnect answers a CONNECT: ACCEPT into the named listener's queue,
+// or REFUSE. Nothing in the Hello reaches UCX before it is checked: the
+// listener must exist first, and the worker address is validated before
+// an endpoint is created from it (cucx.ValidateAddress).
+func (t *Transport) handleConnect(payload []byte, from uintptr) {
+	var hello stream.Hello
+	if err := hello.UnmarshalBinary(payload); err != nil || len(hello.WorkerAddr) == 0 {
+		t.stats.badFrames.Add(1)
+		return
+	}
+	t.mu.RLock()
+	l := t.listeners[hello.Name]
+	t.mu.RUnlock()
+	if l == nil {
+		t.refuseAddr(hello.WorkerAddr, hello.ConnID, stream.RefuseNoListener)
+		return
+	}
+	if l.psk != nil && len(hello.Nonce) != nonceLen {
+		t.stats.authFailures.Add(1)
+		t.refuseAddr(hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
+		return
+	}
+	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: hello.LocalName}, preAcceptWindow)
+	c.remoteID = hello.ConnID
+	c.from = from
+	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
+	c.peerSegs = peerSegLimits(hello)
+	c.swin.Update(uint64(hello.Window))
+	c.state = stateOpen
+	if l.psk != nil {
+		c.state = stateAuthPending
+		c.auth = &authState{psk: l.psk, nd: hello.Nonce, nl: newNonce(), name: hello.Name, ln: l}
+	}
+	if err := t.attach(hello.WorkerAddr, c, false); err != nil {
+		t.stats.refused.Add(1)
+		if err != errTooManyPeers {
+			t.stats.badFrames.Add(1) // an address UCX could not take
+		}
+		return
+	}
+	if t.isClosed() || l.isClosed() {
+		t.removeConn(c)
+		t.refuse(c.peer, hello.ConnID, stream.RefuseNoListener)
+		return
+	}
+	if c.auth != nil {
+		if evicted := l.addPendingAuth(c); evicted != nil {
+			t.stats.authFailures.Add(1)
+			evicted.abort(stream.RstAbort, withDetail(ErrRefused, "dropped unproven handshake: too many waiting"), rstAlways)
+		}
+		// The conn waits for the dialer's proof; it reaches Accept only then.
+		time.AfterFunc(authTimeout, func() {
+			c.mu.Lock()
+			pending := c.state == stateAuthPending
+			c.mu.Unlock()
+			if pending {
+				t.stats.authFailures.Add(1)
+				c.abort(stream.RstAbort, withDetail(ErrRefused, "no authentication within %v", authTimeout), rstAlways)
+			}
+		})
+	} else if !l.enqueue(c) {
+		t.removeConn(c)
+		t.refuse(c.peer, hello.ConnID, stream.RefuseBacklog)
+		return
+	}
+	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(c.rwin.Size()),
+		Name: hello.Name, LocalName: hello.Name, ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame)}
+	if c.auth != nil {
+		// Only our nonce: we prove nothing over the dialer's input until
+		// the dialer has proven it knows the key.
+		reply.Nonce = c.auth.nl
+	}
+	if err := t.sendHello(c.peer, stream.Header{Kind: stream.KindAccept, ConnID: hello.ConnID}, reply); err != nil {
+		c.fail(withDetail(ErrReset, "sending ACCEPT: %v", err))
+		return
+	}
+	if c.auth == nil {
+		t.stats.accepts.Add(1)
+	}
+}
+
+// refuseAddr answers a CONNECT from the worker at addr with REFUSE(code),
+// on an existing endpoint or on a new one that the idle-peer sweep closes
+// soon. With too many such endpoints already, the dialer gets no answer
+// (its dial fails when no answer comes: see Config.KeepAlive).
+func (t *Transport) refuseAddr(addr []byte, dialerID uint64, code stream.RefuseCode) {
+	p, err := t.peerFor(addr, false)
+	if err != nil {
+		t.stats.refused.Add(1)
+		if err != errTooManyPeers {
+			t.stats.badFrames.Add(1)
+		}
+		return
+	}
+	t.refuse(p, dialerID, code)
+}
+
+// refuse answers a dialer's conn dialerID with REFUSE(code), and counts it.
+func (t *Transport) refuse(p *peer, dialerID uint64, code stream.RefuseCode) {
+	t.stats.refused.Add(1)
+	_ = t.sendCtl(p, stream.Header{Kind: stream.KindRefuse, ConnID: dialerID, Aux: uint64(code)})
+}
+
+// handleHandshake takes the listener's ACCEPT or REFUSE (dial side, engine
+// goroutine).
+func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
+	c.mu.Lock()
+	state := c.state
+	if state != stateDialing && state != stateAbandoned || c.auth != nil && c.auth.proving {
+		c.mu.Unlock()
+		c.t.stats.badFrames.Add(1)
+		return
+	}
+	c.from = from // the listener's frames for this conn come from there from now on
+	if h.Kind == stream.KindRefuse {
+		c.failLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)))
+		c.mu.Unlock()
+		c.t.removeConn(c)
+		return
+	}
+	var hello stream.Hello
+	if err := hello.UnmarshalBinary(payload); err != nil {
+		c.failLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", err))
+		c.mu.Unlock()
+		c.t.removeConn(c)
+		return
+	}
+	c.remoteID = hello.ConnID
+	c.frame = min(c.t.cfg.EagerMax, int(hello.EagerMax))
+	c.peerSegs = peerSegLimits(hello)
+	c.swin.Update(uint64(hello.Window))
+	if state == stateAbandoned {
+		c.mu.Unlock()
+		c.abort(stream.RstAbort, net.ErrClosed, rstAlways)
+		return
+	}
+	a := c.auth
+	var authErr error
+	switch {
+	case a.psk == nil && hello.Nonce != nil:
+		authErr = withDetail(ErrRefused, "listener %q requires a pre-shared key", a.name)
+	case a.psk != nil && hello.Nonce == nil:
+		authErr = withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", a.name)
+	}
+	if authErr != nil {
+		c.t.stats.authFailures.Add(1)
+		c.mu.Unlock()
+		c.abort(stream.RstAbort, authErr, rstAlways) // the dial fails with it
+		return
+	}
+	if a.psk == nil {
+		c.state = stateOpen
+		close(c.dialDone)
+		c.mu.Unlock()
+		return
+	}
+	// Prove we know the key; the dial completes on the listener's proof
+	// (handleAuth).
+	a.nl = hello.Nonce
+	a.proving = true
+	proof := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.rwin.Size()),
+		MAC: authMAC(a.psk, roleDialer, a.nd, a.nl, c.id, c.remoteID, a.name)}
+	c.mu.Unlock()
+	if err := c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID}, proof); err != nil {
+		c.fail(withDetail(ErrRefused, "sending AUTH: %v", err))
+	}
+}
+
+// handleAuth takes the AUTH step of a pre-shared-key handshake: the
+// dialer's proof at the listener, or the listener's proof at the dialer
+// (engine goroutine).
+func (c *Conn) handleAuth(h stream.Header, payload []byte) {
+	if h.Flags&stream.FlagReply != 0 {
+		c.handleListenerProof(payload)
+		return
+	}
+	c.mu.Lock()
+	a := c.auth
+	if c.state != stateAuthPending || a == nil { // at the listener: the proof
+		c.mu.Unlock()
+		c.t.stats.badFrames.Add(1)
+		return
+	}
+	var hello stream.Hello
+	ok := hello.UnmarshalBinary(payload) == nil &&
+		hmac.Equal(hello.MAC, authMAC(a.psk, roleDialer, a.nd, a.nl, c.remoteID, c.id, a.name))
+	if !ok {
+		c.failLocked(withDetail(ErrRefused, "dialer failed authentication"))
+		c.mu.Unlock()
+		c.t.stats.authFailures.Add(1)
+		c.t.refuse(c.peer, c.remoteID, stream.RefuseAuth)
+		c.t.removeConn(c)
+		return
+	}
+	c.state = stateOpen
+	c.mu.Unlock()
+	a.ln.removePendingAuth(c)
+	if !a.ln.enqueue(c) {
+		code := stream.RefuseBacklog
+		if a.ln.isClosed() {
+			code = stream.RefuseNoListener
+		}
+		c.fail(withDetail(ErrRefused, "%v", code))
+		c.t.refuse(c.peer, c.remoteID, code)
+		return
+	}
+	c.t.stats.accepts.Add(1)
+	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.rwin.Size()),
+		MAC: authMAC(a.psk, roleListener, a.nd, a.nl, c.remoteID, c.id, a.name)}
+	_ = c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, Flags: stream.FlagReply, ConnID: c.remoteID}, reply)
+}
+
+// handleListenerProof takes the listener's AUTH reply at the dialer: its
+// proof that it knows the key too. The dial completes only if it checks out.
+func (c *Conn) handleListenerProof(payload []byte) {
+	c.mu.Lock()
+	a := c.auth
+	if a == nil || !a.proving || c.state != stateDialing && c.state != stateAbandoned {
+		c.mu.Unlock()
+		c.t.stats.badFrames.Add(1)
+		return
+	}
+	if c.state == stateAbandoned {
+		// The dial gave up meanwhile: reset the listener's conn.
+		c.mu.Unlock()
+		c.abort(stream.RstAbort, net.ErrClosed, rstAlways)
+		return
+	}
+	var hello stream.Hello
+	ok := hello.UnmarshalBinary(payload) == nil &&
+		hmac.Equal(hello.MAC, authMAC(a.psk, roleListener, a.nd, a.nl, c.id, c.remoteID, a.name))
+	if !ok {
+		c.mu.Unlock()
+		c.t.stats.authFailures.Add(1)
+		c.abort(stream.RstAbort, withDetail(ErrRefused, "listener %q failed authentication: wrong pre-shared key", a.name), rstAlways)
+		return
+	}
+	c.state = stateOpen
+	close(c.dialDone)
+	c.mu.Unlock()
+}

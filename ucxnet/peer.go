@@ -1,0 +1,309 @@
+package ucxnet
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+// peer is a remote worker and the one endpoint all conns to it share.
+type peer struct {
+	addr  string
+	ep    cucx.EP
+	conns map[uint64]*Conn // under Transport.mu
+	info  atomic.Pointer[[]string]
+
+	sp atomic.Pointer[sendPath] // how to send, chosen from the transports (nil: not yet)
+
+	epMu sync.RWMutex // held (shared) while ep is used, so it is not closed under a user
+	gone bool         // ep is closed or closing (under epMu)
+
+	// Liveness (see Config.KeepAlive), in UnixNano.
+	lastRecv atomic.Int64 // when a frame from the peer last arrived (or the peer was made)
+	lastPing atomic.Int64 // when we last sent it a PING
+	// idleSince is when the peer's last conn left (or the peer was made
+	// without one), under Transport.mu; hadConns says whether it ever had
+	// one. The sweep closes endpoints idle too long.
+	idleSince time.Time
+	hadConns  bool
+
+	// unflushed counts payload bytes sent since the last flush that
+	// bounded what UCX may hold for this peer (Conn.boundPeerBuffer).
+	unflushed atomic.Int64
+}
+
+// sendPath is how writes go out on a peer's endpoint, chosen once from the
+// UCX transports that carry it.
+type sendPath struct {
+	kind     pathKind
+	frame    int  // payload bytes per frame
+	zeroCopy bool // large writes may be sent straight from the writer's memory
+}
+
+// path returns how to send on this peer's endpoint, from the UCX
+// transports that carry it: frames that fit one receive segment of the
+// transport (or of Config.FrameSize), and whether UCX may read large
+// writes straight from the writer's pinned memory. Only over shared
+// memory:
+//   - over RDMA it would not be safe: UCX cannot see the Go runtime hand
+//     pages back to the kernel, so a cached registration of Go memory
+//     could go stale;
+//   - over TCP it was faster (1 MiB writes 4.4 vs 3.0 GB/s here), but a
+//     Write waiting on a stopped peer must end by force-closing the
+//     endpoint with its sends in flight, and UCX 1.13's tcp transport then
+//     crashes in ucp_worker_progress once the peer resumes (reproduced
+//     6 times in 8). Copies cost throughput; crashes cost the process.
+func (p *peer) path(t *Transport) sendPath {
+	if sp := p.sp.Load(); sp != nil {
+		return *sp
+	}
+	var tl []string
+	_ = p.use(func(ep cucx.EP) error {
+		tl = cucx.Transports(t.eng.EPInfo(ep))
+		return nil
+	})
+	sp := sendPath{frame: networkFrame}
+	switch {
+	case len(tl) == 0:
+		// not known yet (endpoint still wiring up): ask again next time
+	case onlyTransports(tl, "posix", "sysv", "cma", "self"):
+		sp = sendPath{kind: pathSharedMemory, frame: t.shmFrame, zeroCopy: true}
+	case onlyTransports(tl, "tcp", "self"):
+		sp = sendPath{kind: pathTCP, frame: t.tcpFrame}
+	}
+	if t.cfg.FrameSize > 0 {
+		sp.frame = t.cfg.FrameSize
+	}
+	sp.zeroCopy = sp.zeroCopy && !t.cfg.CopyWrites
+	if len(tl) > 0 {
+		p.sp.Store(&sp)
+	}
+	return sp
+}
+
+// onlyTransports reports whether every transport ("tcp/lo",
+// "posix/memory", ...) is one of names.
+func onlyTransports(tl []string, names ...string) bool {
+	for _, tr := range tl {
+		name, _, _ := strings.Cut(tr, "/")
+		if !slices.Contains(names, name) {
+			return false
+		}
+	}
+	return true
+}
+
+// errPeerGone reports a send on an endpoint that was closed.
+var errPeerGone = withDetail(ErrReset, "endpoint to the peer is closed")
+
+// use runs f with the peer's endpoint, unless it is closed.
+func (p *peer) use(f func(ep cucx.EP) error) error {
+	p.epMu.RLock()
+	defer p.epMu.RUnlock()
+	if p.gone {
+		return errPeerGone
+	}
+	return f(p.ep)
+}
+
+// closePeer closes p's endpoint once, whoever asks first (a failure on
+// the engine goroutine, or Close).
+func (t *Transport) closePeer(p *peer, force bool) {
+	t.mu.Lock()
+	if t.peers[p.addr] == p {
+		delete(t.peers, p.addr)
+	}
+	if t.peersByEP[p.ep] == p {
+		delete(t.peersByEP, p.ep)
+	}
+	t.mu.Unlock()
+	t.closeEP(p, force)
+}
+
+// closeEP closes p's endpoint once; p is already out of the peer tables.
+func (t *Transport) closeEP(p *peer, force bool) {
+	p.epMu.Lock()
+	defer p.epMu.Unlock()
+	if p.gone {
+		return
+	}
+	p.gone = true
+	_ = t.eng.CloseEP(p.ep, force)
+}
+
+
+// errTooManyPeers means a CONNECT would need one more endpoint without
+// conns than maxIdlePeers allows.
+var errTooManyPeers = errors.New("ucxnet: too many endpoints without conns")
+
+// peerFor returns the peer for a packed worker address, creating its
+// endpoint on first use: for a dial (dial = true), or to answer a CONNECT,
+// in which case at most maxIdlePeers endpoints without conns may exist.
+// The address is validated before UCX sees it (cucx.ValidateAddress).
+func (t *Transport) peerFor(addr []byte, dial bool) (*peer, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.peerForLocked(addr, dial)
+}
+
+func (t *Transport) peerForLocked(addr []byte, dial bool) (*peer, error) {
+	if t.closed {
+		return nil, ErrTransportClosed
+	}
+	if p := t.peers[string(addr)]; p != nil {
+		return p, nil
+	}
+	if !dial && t.idlePeersLocked() >= maxIdlePeers {
+		return nil, errTooManyPeers
+	}
+	ep, err := t.eng.Connect(addr)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	p := &peer{addr: string(addr), ep: ep, conns: make(map[uint64]*Conn), idleSince: now}
+	p.lastRecv.Store(now.UnixNano())
+	t.peers[p.addr] = p
+	t.peersByEP[ep] = p
+	return p, nil
+}
+
+// idlePeersLocked counts the endpoints without conns. t.mu is held.
+func (t *Transport) idlePeersLocked() int {
+	n := 0
+	for _, p := range t.peers {
+		if len(p.conns) == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// attach gives c a fresh id and puts it in the conn table, on the peer
+// for addr (created if need be), in one step: the idle sweep cannot close
+// that peer's endpoint in between.
+func (t *Transport) attach(addr []byte, c *Conn, dial bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p, err := t.peerForLocked(addr, dial)
+	if err != nil {
+		return err
+	}
+	c.peer = p
+	t.addConnLocked(c)
+	return nil
+}
+
+// Idle endpoints: one that never carried a conn (made to answer a CONNECT
+// with REFUSE) is closed after idleRefusedPeer, one whose conns all left
+// after idlePeer.
+const (
+	idleRefusedPeer = 2 * time.Second
+	idlePeer        = 10 * time.Second
+)
+
+// sweep runs for the transport's life: it probes silent peers, fails
+// those silent past KeepAlive, and closes idle endpoints.
+func (t *Transport) sweep() {
+	defer close(t.sweepDone)
+	every := time.Second
+	if ka := t.cfg.KeepAlive; ka > 0 {
+		every = min(every, max(ka/6, time.Millisecond))
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.closing:
+			return
+		case now := <-tick.C:
+			t.sweepOnce(now)
+		}
+	}
+}
+
+// sweepOnce is one round of sweep.
+func (t *Transport) sweepOnce(now time.Time) {
+	type probe struct {
+		p *peer
+		c *Conn
+	}
+	var probes []probe
+	var dead, idle []*peer
+	ka := t.cfg.KeepAlive
+	t.mu.Lock()
+	for _, p := range t.peers {
+		if len(p.conns) == 0 {
+			grace := idlePeer
+			if !p.hadConns {
+				grace = idleRefusedPeer
+			}
+			if now.Sub(p.idleSince) > grace {
+				delete(t.peers, p.addr)
+				delete(t.peersByEP, p.ep)
+				idle = append(idle, p)
+			}
+			continue
+		}
+		if ka <= 0 {
+			continue
+		}
+		silent := now.Sub(time.Unix(0, p.lastRecv.Load()))
+		switch {
+		case silent > ka:
+			dead = append(dead, p)
+		case silent > ka/3 && now.Sub(time.Unix(0, p.lastPing.Load())) >= ka/6:
+			if c := pingConn(p); c != nil {
+				probes = append(probes, probe{p, c})
+			}
+		}
+	}
+	t.mu.Unlock()
+	for _, p := range idle {
+		t.stats.idleClosed.Add(1)
+		t.closeEP(p, false)
+	}
+	for _, pr := range probes {
+		pr.p.lastPing.Store(now.UnixNano())
+		t.stats.pingsSent.Add(1)
+		_ = t.sendCtl(pr.p, stream.Header{Kind: stream.KindPing, ConnID: pr.c.remoteIDLocked()})
+	}
+	for _, p := range dead {
+		t.stats.keepAliveFailures.Add(1)
+		silent := now.Sub(time.Unix(0, p.lastRecv.Load())).Round(time.Millisecond)
+		// Over TCP UCX may still think the endpoint healthy (a link that
+		// is down), and UCX 1.13 can crash once a force-closed tcp
+		// endpoint with sends in flight hears from its peer again: close
+		// it gracefully there; UCX finishes or fails what it holds.
+		// Elsewhere force the close, which also cancels sends that a dead
+		// peer will never drain (zero-copy writers wait on those).
+		force := p.path(t).kind != pathTCP
+		t.failPeerClose(p, fmt.Sprintf("no answer to keepalive for %v", silent), force)
+	}
+}
+
+// pingConn returns a conn of p whose peer-side id is known, to carry a
+// PING; nil if there is none (only dials waiting for their answer). t.mu
+// is held.
+func pingConn(p *peer) *Conn {
+	for _, c := range p.conns {
+		if c.remoteIDLocked() != 0 {
+			return c
+		}
+	}
+	return nil
+}
+
+// remoteIDLocked returns c.remoteID under c.mu.
+func (c *Conn) remoteIDLocked() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.remoteID
+}
