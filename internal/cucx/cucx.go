@@ -1,25 +1,5 @@
-// Package cucx is ucxnet's cgo binding to UCP, the protocol layer of UCX.
-//
-// It is deliberately thin and knows nothing of conns or streams: it opens a
-// UCP context and one worker (thread mode SERIALIZED, features AM and
-// WAKEUP), creates and closes endpoints, sends eager active-message frames
-// and drains what UCX reports. Every callback UCX makes lands in C
-// (glue.c), which records it in a C-owned event array; Go reads that array
-// once per progress batch, so there is no C→Go callback per frame.
-//
-// Memory rules: Send and SendFrames never leave UCX a pointer into Go
-// memory: a small send (≤ 1 KiB) is first offered to UCX straight from the
-// caller's memory with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, which either
-// completes before the call returns or is refused; otherwise header and
-// payload are copied into a C-owned buffer that the operation owns until
-// UCX completes it. SendFramesZC is the one exception: UCX reads the
-// payload from the caller's memory until an EventSent says it is done, and
-// the caller keeps that memory pinned and unchanged until then. Received
-// data stays in UCX descriptors (or pooled C copies) that are valid until
-// the next Progress or Arm call, unless held (Event.Hold).
-//
-// A Worker is not safe for concurrent use: the caller (package progress)
-// serializes every method except Signal and EventFD.
+//go:build linux && cgo
+
 package cucx
 
 /*
@@ -33,54 +13,34 @@ import "C"
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
-	"strings"
-	"syscall"
 	"unsafe"
 )
 
-// Status is a UCX status code (ucs_status_t).
-type Status int
-
-// Status codes that callers test for.
-const (
-	StatusOK          Status = C.UCS_OK
-	StatusInProgress  Status = C.UCS_INPROGRESS
-	StatusBusy        Status = C.UCS_ERR_BUSY
-	StatusUnreachable Status = C.UCS_ERR_UNREACHABLE
-	StatusConnReset   Status = C.UCS_ERR_CONNECTION_RESET
-	StatusCanceled    Status = C.UCS_ERR_CANCELED
-	StatusTimedOut    Status = C.UCS_ERR_ENDPOINT_TIMEOUT
-	StatusNoMemory    Status = C.UCS_ERR_NO_MEMORY
+// The shared constants (common.go) must equal UCX's and glue.h's.
+var (
+	_ [1]struct{} = [1 + StatusOK - C.UCS_OK]struct{}{}
+	_ [1]struct{} = [1 + StatusInProgress - C.UCS_INPROGRESS]struct{}{}
+	_ [1]struct{} = [1 + StatusIOError - C.UCS_ERR_IO_ERROR]struct{}{}
+	_ [1]struct{} = [1 + StatusNoMemory - C.UCS_ERR_NO_MEMORY]struct{}{}
+	_ [1]struct{} = [1 + StatusUnreachable - C.UCS_ERR_UNREACHABLE]struct{}{}
+	_ [1]struct{} = [1 + StatusInvalidAddr - C.UCS_ERR_INVALID_ADDR]struct{}{}
+	_ [1]struct{} = [1 + StatusBusy - C.UCS_ERR_BUSY]struct{}{}
+	_ [1]struct{} = [1 + StatusCanceled - C.UCS_ERR_CANCELED]struct{}{}
+	_ [1]struct{} = [1 + StatusTimedOutOp - C.UCS_ERR_TIMED_OUT]struct{}{}
+	_ [1]struct{} = [1 + StatusNotConnected - C.UCS_ERR_NOT_CONNECTED]struct{}{}
+	_ [1]struct{} = [1 + StatusConnReset - C.UCS_ERR_CONNECTION_RESET]struct{}{}
+	_ [1]struct{} = [1 + StatusTimedOut - C.UCS_ERR_ENDPOINT_TIMEOUT]struct{}{}
+	_ [1]struct{} = [1 + statusFirstLinkFailure - C.UCS_ERR_FIRST_LINK_FAILURE]struct{}{}
+	_ [1]struct{} = [1 + statusLastEndpointFailure - C.UCS_ERR_LAST_ENDPOINT_FAILURE]struct{}{}
+	_ [1]struct{} = [1 + EventFrame - C.CUCX_EV_FRAME]struct{}{}
+	_ [1]struct{} = [1 + EventEPError - C.CUCX_EV_EP_ERROR]struct{}{}
+	_ [1]struct{} = [1 + EventBad - C.CUCX_EV_BAD]struct{}{}
+	_ [1]struct{} = [1 + EventFlushed - C.CUCX_EV_FLUSHED]struct{}{}
+	_ [1]struct{} = [1 + EventSent - C.CUCX_EV_SENT]struct{}{}
+	_ [1]struct{} = [1 + HeaderMax - C.CUCX_HDR_MAX]struct{}{}
+	_ [1]struct{} = [1 + MaxAddressLen - C.CUCX_ADDR_MAX]struct{}{}
 )
-
-// Error reports a UCX failure: the operation and UCX's status.
-type Error struct {
-	Op     string
-	Status Status
-}
-
-// Error returns the operation and UCX's text for the status.
-func (e *Error) Error() string {
-	return fmt.Sprintf("ucx: %s: %s", e.Op, C.GoString(C.ucs_status_string(C.ucs_status_t(e.Status))))
-}
-
-// Unwrap maps UCX's peer failures onto errno values, so that callers can
-// test them with errors.Is.
-func (e *Error) Unwrap() error {
-	switch e.Status {
-	case StatusUnreachable:
-		return syscall.ECONNREFUSED
-	case StatusConnReset, StatusTimedOut, C.UCS_ERR_IO_ERROR:
-		return syscall.ECONNRESET
-	case StatusNoMemory:
-		return syscall.ENOMEM
-	case StatusCanceled:
-		return syscall.ECANCELED
-	}
-	return nil
-}
 
 func statusErr(op string, st C.ucs_status_t) error {
 	if st == C.UCS_OK || st == C.UCS_INPROGRESS {
@@ -89,76 +49,15 @@ func statusErr(op string, st C.ucs_status_t) error {
 	return &Error{Op: op, Status: Status(st)}
 }
 
-// StatusString returns UCX's text for a status code.
-func StatusString(s Status) string {
+// cStatusString returns UCX's own text for a status (tests compare it with
+// StatusString's table).
+func cStatusString(s Status) string {
 	return C.GoString(C.ucs_status_string(C.ucs_status_t(s)))
 }
 
 // Version returns the version of the UCX library in use, e.g. "1.13.1".
 func Version() string {
 	return C.GoString(C.ucp_get_version_string())
-}
-
-// Event kinds reported by Progress.
-const (
-	EventFrame   = C.CUCX_EV_FRAME    // an active message arrived
-	EventEPError = C.CUCX_EV_EP_ERROR // an endpoint failed
-	EventBad     = C.CUCX_EV_BAD      // an active message ucxnet cannot take (dropped)
-	EventFlushed = C.CUCX_EV_FLUSHED  // an endpoint flush finished
-	EventSent    = C.CUCX_EV_SENT     // a zero-copy send (SendFramesZC) finished
-)
-
-// Event is one thing UCX reported during Progress. Data points into C
-// memory that stays valid until the next Progress, Arm or Close.
-type Event struct {
-	Kind    int
-	Hdr     [HeaderMax]byte // the AM user header, copied (its first HeaderMax bytes)
-	HdrLen  int             // the header length the sender used
-	Data    []byte          // the AM payload (EventFrame)
-	DataLen int             // the payload length the sender used
-	EP      EP              // the endpoint that failed (EventEPError)
-	Status  Status          // why it failed (EventEPError), or the result (EventFlushed, EventSent)
-	Token   uint64          // the operation's token (EventFlushed, EventSent)
-
-	ref  DataRef
-	held bool
-}
-
-// DataRef is a handle on received data kept past its batch (see
-// Event.Hold). Its memory belongs to UCX (or the C side's buffer pool) until released
-// with Worker.Release (through the engine). The zero DataRef holds
-// nothing.
-type DataRef struct {
-	Ptr  uintptr
-	Kind uint32
-}
-
-// Ref returns the handle Hold would return, without holding the data.
-func (e *Event) Ref() DataRef { return e.ref }
-
-// Hold keeps the event's Data valid past the batch: the caller owns it
-// from now on and must hand the returned DataRef back for release (once,
-// from any goroutine, through progress.Engine.Release). This is how
-// ucxnet reads payloads straight out of UCX's receive descriptors, with
-// no copy on the way in.
-func (e *Event) Hold() DataRef {
-	if e.ref.Kind == 0 {
-		return DataRef{}
-	}
-	e.held = true
-	return e.ref
-}
-
-// HeaderMax is how many bytes of a received AM header an Event keeps.
-const HeaderMax = C.CUCX_HDR_MAX
-
-// Header returns the received header (nil if the sender's header was longer
-// than HeaderMax).
-func (e *Event) Header() []byte {
-	if e.HdrLen > HeaderMax {
-		return nil
-	}
-	return e.Hdr[:e.HdrLen]
 }
 
 // EP is a UCP endpoint handle. The zero EP is no endpoint.
@@ -171,9 +70,6 @@ func (e EP) Valid() bool { return e.p != nil }
 type Worker struct {
 	w *C.cucx_worker_t
 }
-
-// Setting is one UCX configuration variable, named without the UCX_ prefix.
-type Setting struct{ Name, Value string }
 
 // Open creates a UCP context and worker with the given configuration
 // overrides (applied on top of the UCX_* environment).
@@ -230,14 +126,17 @@ func (w *Worker) Address() ([]byte, error) {
 
 // Connect creates an endpoint to the worker whose packed address is addr,
 // with peer error handling: its failure is reported as an EventEPError.
+// addr is checked with ValidateAddress first (UCX 1.13 aborts the process
+// on many malformed addresses): a bad one gives an error wrapping
+// ErrBadAddress and never reaches UCX.
 func (w *Worker) Connect(addr []byte) (EP, error) {
-	if len(addr) == 0 {
-		return EP{}, errors.New("ucx: empty worker address")
+	if err := ValidateAddress(addr); err != nil {
+		return EP{}, err
 	}
-	ca := C.CBytes(addr)
-	defer C.free(ca)
 	var ep C.ucp_ep_h
-	if err := statusErr("create endpoint", C.cucx_ep_create(w.w, ca, &ep)); err != nil {
+	st := C.cucx_ep_create(w.w, unsafe.Pointer(&addr[0]), C.size_t(len(addr)), &ep)
+	runtime.KeepAlive(addr)
+	if err := statusErr("create endpoint", st); err != nil {
 		return EP{}, err
 	}
 	return EP{ep}, nil
@@ -365,6 +264,7 @@ func (w *Worker) events(evs []Event) []Event {
 			ev.Status = Status(e.status)
 		default:
 			copy(ev.Hdr[:], unsafe.Slice((*byte)(unsafe.Pointer(&e.hdr[0])), HeaderMax))
+			ev.From = uintptr(e.from)
 			if e.data != nil {
 				ev.Data = unsafe.Slice((*byte)(e.data), int(e.len))
 				ev.ref = DataRef{Ptr: uintptr(e.data), Kind: uint32(e.data_kind)}
@@ -427,59 +327,16 @@ func (w *Worker) Signal() error {
 	return statusErr("signal worker", C.cucx_signal(w.w))
 }
 
-// Stats are the binding's counters.
-type Stats struct {
-	Inflight   uint64 // sends and endpoint closes UCX has not completed
-	SendErrors uint64 // sends completed with an error
-	BufAllocs  uint64 // send buffers allocated (pool misses)
-	ImmSends   uint64 // sends UCX completed straight from the caller's memory (no copy)
-	ZCFrames   uint64 // frames sent from the caller's pinned memory (SendFramesZC)
-}
-
 // Stats returns the binding's counters.
 func (w *Worker) Stats() Stats {
 	return Stats{
-		Inflight:   uint64(w.w.inflight),
-		SendErrors: uint64(w.w.send_errors),
-		BufAllocs:  uint64(w.w.bufs_alloc),
-		ImmSends:   uint64(w.w.imm_sends),
-		ZCFrames:   uint64(w.w.zc_frames),
+		Inflight:      uint64(w.w.inflight),
+		InflightBytes: uint64(w.w.inflight_bytes),
+		SendErrors:    uint64(w.w.send_errors),
+		BufAllocs:     uint64(w.w.bufs_alloc),
+		ImmSends:      uint64(w.w.imm_sends),
+		ZCFrames:      uint64(w.w.zc_frames),
 	}
-}
-
-// Transports extracts the transport/device names (e.g. "tcp/lo",
-// "posix/memory") from an EPInfo text.
-func Transports(info string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, line := range strings.Split(info, "\n") {
-		// lines look like "#                 lane[0]:  2:posix/memory.0 md1 ..."
-		i := strings.Index(line, "lane[")
-		if i < 0 {
-			continue
-		}
-		rest := line[i:]
-		j := strings.Index(rest, ":")
-		if j < 0 {
-			continue
-		}
-		f := strings.Fields(rest[j+1:])
-		if len(f) == 0 {
-			continue
-		}
-		tl := f[0]
-		if k := strings.Index(tl, ":"); k >= 0 {
-			tl = tl[k+1:]
-		}
-		if k := strings.LastIndex(tl, "."); k > strings.Index(tl, "/") && k >= 0 {
-			tl = tl[:k]
-		}
-		if !seen[tl] {
-			seen[tl] = true
-			out = append(out, tl)
-		}
-	}
-	return out
 }
 
 // DataRef must have cucx_data_t's layout: Release passes a []DataRef to C.

@@ -15,7 +15,8 @@ struct cucx_buf {
     cucx_buf_t    *next;
     uint32_t       cls;
     uint32_t       pad;
-    uint64_t       pad2[5]; /* keep data 64-byte aligned */
+    uint64_t       bytes;   /* payload bytes counted in w->inflight_bytes */
+    uint64_t       pad2[4]; /* keep data 64-byte aligned */
     uint8_t        data[];
 };
 
@@ -84,6 +85,7 @@ static cucx_event_t *ev_push(cucx_worker_t *w)
     e->len = 0;
     e->ep = NULL;
     e->token = 0;
+    e->from = 0;
     return e;
 }
 
@@ -144,6 +146,9 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length,
         return UCS_OK; /* out of memory: the frame is lost; sequence numbers tell the conn */
     }
     e->hdr_len = (uint32_t)header_length;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) {
+        e->from = (uintptr_t)param->reply_ep; /* an identity only: never used as an ep here */
+    }
     memcpy(e->hdr, header, header_length < CUCX_HDR_MAX ? header_length : CUCX_HDR_MAX);
     e->len = length;
     if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || header_length > CUCX_HDR_MAX) {
@@ -242,6 +247,11 @@ ucs_status_t cucx_open(cucx_worker_t **out, const char **names, const char **val
     st = ucp_worker_set_am_recv_handler(w->worker, &hp);
     if (st != UCS_OK) goto err;
 
+    /* REPLY makes UCX tell the receiver which of its endpoints leads back
+     * to the sender (reply_ep): ucxnet binds frames to the peer they came
+     * from with it. */
+    w->am_flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
+
     *out = w;
     return UCS_OK;
 err:
@@ -285,16 +295,30 @@ void cucx_release_address(cucx_worker_t *w, void *addr)
 
 /* ---- endpoints ------------------------------------------------------------ */
 
-ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, ucp_ep_h *ep)
+/* Creates an endpoint to the worker whose packed address is addr (len
+ * bytes). Go validates the layout first (ValidateAddress): UCX 1.13 aborts
+ * on malformed addresses. As a second guard the address is copied into a
+ * buffer with CUCX_ADDR_PAD zeroed bytes after it, so that UCX or a
+ * transport reading a fixed-size field past a lying length stays inside
+ * memory this function owns. */
+ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, size_t len, ucp_ep_h *ep)
 {
+    if (addr == NULL || len == 0 || len > CUCX_ADDR_MAX) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+    uint8_t *copy = calloc(1, len + CUCX_ADDR_PAD);
+    if (copy == NULL) return UCS_ERR_NO_MEMORY;
+    memcpy(copy, addr, len);
     ucp_ep_params_t p = {0};
     p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    p.address = addr;
+    p.address = (const ucp_address_t*)copy;
     p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     p.err_handler.cb = ep_err_cb;
     p.err_handler.arg = w;
-    return ucp_ep_create(w->worker, &p, ep);
+    ucs_status_t st = ucp_ep_create(w->worker, &p, ep);
+    free(copy); /* ucp_ep_create does not keep the address */
+    return st;
 }
 
 static void close_cb(void *request, ucs_status_t status, void *user_data)
@@ -387,13 +411,14 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
     cucx_buf_t *b = user_data;
     cucx_worker_t *w = b->w;
     w->inflight--;
+    w->inflight_bytes -= b->bytes;
     if (status != UCS_OK) w->send_errors++;
     buf_put(b);
     ucp_request_free(request);
 }
 
 /* Starts one eager AM send whose completion calls cb with user_data. */
-static ucs_status_ptr_t eager_send(ucp_ep_h ep, const void *hdr, size_t hdr_len,
+static ucs_status_ptr_t eager_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hdr_len,
                                    const void *data, size_t len, ucp_send_nbx_callback_t cb,
                                    void *user_data)
 {
@@ -402,14 +427,14 @@ static ucs_status_ptr_t eager_send(ucp_ep_h ep, const void *hdr, size_t hdr_len,
                      UCP_OP_ATTR_FIELD_FLAGS;
     p.cb.send = cb;
     p.user_data = user_data;
-    p.flags = UCP_AM_SEND_FLAG_EAGER;
+    p.flags = w->am_flags;
     return ucp_am_send_nbx(ep, CUCX_AM_ID, hdr, hdr_len, len ? data : NULL, len, &p);
 }
 
 static ucs_status_t send_buf(cucx_worker_t *w, ucp_ep_h ep, cucx_buf_t *b, size_t hdr_len,
                              size_t len)
 {
-    ucs_status_ptr_t r = eager_send(ep, b->data, hdr_len, b->data + hdr_len, len, send_cb, b);
+    ucs_status_ptr_t r = eager_send(w, ep, b->data, hdr_len, b->data + hdr_len, len, send_cb, b);
     if (r == NULL) {
         buf_put(b);
         return UCS_OK;
@@ -418,7 +443,9 @@ static ucs_status_t send_buf(cucx_worker_t *w, ucp_ep_h ep, cucx_buf_t *b, size_
         buf_put(b);
         return UCS_PTR_STATUS(r);
     }
+    b->bytes = len;
     w->inflight++;
+    w->inflight_bytes += len;
     return UCS_INPROGRESS;
 }
 
@@ -438,7 +465,7 @@ ucs_status_t cucx_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hd
     if (len <= CUCX_IMM_MAX) {
         ucp_request_param_t ip;
         ip.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-        ip.flags = UCP_AM_SEND_FLAG_EAGER;
+        ip.flags = w->am_flags;
         ucs_status_ptr_t r = ucp_am_send_nbx(ep, CUCX_AM_ID, hdr, hdr_len, len ? data : NULL,
                                              len, &ip);
         if (r == NULL) {
@@ -552,7 +579,7 @@ ucs_status_t cucx_send_frames_zc(cucx_worker_t *w, ucp_ep_h ep, const uint8_t *h
         memcpy(h, hdr, hdr_len);
         put_le(h + seq_off, seq + i, 8);
         put_le(h + len_off, n, 4);
-        ucs_status_ptr_t r = eager_send(ep, h, hdr_len, data + off, n, zc_send_cb, op);
+        ucs_status_ptr_t r = eager_send(w, ep, h, hdr_len, data + off, n, zc_send_cb, op);
         if (UCS_PTR_IS_ERR(r)) {
             ret = UCS_PTR_STATUS(r);
             break;

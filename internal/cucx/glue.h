@@ -12,6 +12,8 @@
 #define CUCX_AM_ID 0x75 /* the one active-message id ucxnet uses */
 #define CUCX_HDR_MAX 64 /* header bytes an event keeps */
 #define CUCX_IMM_MAX 1024 /* largest payload offered for immediate completion */
+#define CUCX_ADDR_MAX 8192 /* longest packed worker address accepted (Go: MaxAddressLen) */
+#define CUCX_ADDR_PAD 1024 /* zeroed bytes after a copied address (see cucx_ep_create) */
 
 enum {
     CUCX_EV_FRAME = 1,    /* an active message: hdr + data */
@@ -37,6 +39,7 @@ typedef struct {
     size_t   len;
     ucp_ep_h ep;
     uint64_t token;
+    uintptr_t from; /* CUCX_EV_FRAME: UCX's reply_ep for the sender, or 0 */
 } cucx_event_t;
 
 /* Received data kept past its progress batch (CUCX_DATA_DESC or _BUF),
@@ -63,7 +66,9 @@ typedef struct {
     cucx_buf_t   *pool[32]; /* free lists by size class */
     uint32_t      pooled[32];
 
+    uint32_t      am_flags;    /* flags of every AM send: EAGER | REPLY */
     uint64_t      inflight;    /* sends UCX still owns */
+    uint64_t      inflight_bytes; /* payload bytes in C-owned buffers UCX still owns */
     uint64_t      send_errors; /* sends that completed with an error */
     uint64_t      bufs_alloc;  /* buffers obtained from malloc */
     uint64_t      imm_sends;   /* sends UCX completed from the caller's memory */
@@ -88,7 +93,7 @@ ucs_status_t cucx_open(cucx_worker_t **out, const char **names, const char **val
 void         cucx_close(cucx_worker_t *w);
 ucs_status_t cucx_address(cucx_worker_t *w, void **addr, size_t *len);
 void         cucx_release_address(cucx_worker_t *w, void *addr);
-ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, ucp_ep_h *ep);
+ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, size_t len, ucp_ep_h *ep);
 ucs_status_t cucx_ep_flush(cucx_worker_t *w, ucp_ep_h ep, uint64_t token);
 ucs_status_t cucx_ep_close(cucx_worker_t *w, ucp_ep_h ep, int force);
 char        *cucx_ep_info(ucp_ep_h ep);
