@@ -15,7 +15,7 @@ import (
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
-func pskListener(t *testing.T, p *pair, key []byte) *Listener {
+func pskListener(t testing.TB, p *pair, key []byte) *Listener {
 	lc := ListenConfig{Transport: p.server, PSK: key}
 	ln, err := lc.listen(context.Background(), Network, "")
 	require.NoError(t, err)

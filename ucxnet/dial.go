@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"time"
-
 )
 
 // DefaultDialTimeout bounds a dial whose Dialer has no Timeout and whose

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/ucxnet/ucxnet/internal/cucx"
 )
 
 // Errors a conn or dial can report, each wrapped in a *net.OpError. Test
@@ -24,6 +26,11 @@ var (
 	ErrProtocol = &errnoError{"protocol violation by peer; connection reset", syscall.ECONNRESET}
 	// ErrTransportClosed means the conn's Transport was closed.
 	ErrTransportClosed = errors.New("ucxnet: transport closed")
+	// ErrUnsupported means this build of ucxnet has no UCX: it was built
+	// without cgo (CGO_ENABLED=0) or for an OS other than Linux. Such a
+	// build compiles, so that programs importing ucxnet build everywhere,
+	// but NewTransport, and so every Dial and Listen, fail with it.
+	ErrUnsupported = cucx.ErrUnsupported
 )
 
 // errnoError is an error with its own text that matches an errno.

@@ -41,7 +41,7 @@ func (r *rawPeer) HandleEvents(evs []cucx.Event) {
 	}
 }
 
-func newRawPeer(t *testing.T, target *Transport) *rawPeer {
+func newRawPeer(t testing.TB, target *Transport) *rawPeer {
 	r := &rawPeer{frames: make(chan rawFrame, 1024)}
 	eng, err := progress.Start(progress.Config{Settings: ucxSettings(nil)}, r)
 	require.NoError(t, err)

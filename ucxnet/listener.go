@@ -32,16 +32,16 @@ type ListenConfig struct {
 
 // Listener is a ucxnet listener. It implements net.Listener.
 type Listener struct {
-	t       *Transport
-	psk     []byte
+	t   *Transport
+	psk []byte
 	// pendingAuth holds the conns waiting for a pre-shared-key proof,
 	// oldest first (under mu).
 	pendingAuth []*Conn
-	addr    Addr
-	queue   chan *Conn
-	mu      sync.Mutex
-	closed  bool
-	done    chan struct{}
+	addr        Addr
+	queue       chan *Conn
+	mu          sync.Mutex
+	closed      bool
+	done        chan struct{}
 }
 
 // Listen announces name on the default transport. network must be "ucx"

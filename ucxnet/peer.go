@@ -138,7 +138,6 @@ func (t *Transport) closeEP(p *peer, force bool) {
 	_ = t.eng.CloseEP(p.ep, force)
 }
 
-
 // errTooManyPeers means a CONNECT would need one more endpoint without
 // conns than maxIdlePeers allows.
 var errTooManyPeers = errors.New("ucxnet: too many endpoints without conns")

@@ -137,8 +137,8 @@ type Transport struct {
 	cfg    Config
 	reg    registry.Registry
 	ownReg bool // reg was opened by NewTransport: Close closes it
-	eng  *progress.Engine
-	name string
+	eng    *progress.Engine
+	name   string
 
 	shmFrame int // frame payload that fits one shared-memory segment
 	tcpFrame int // frame payload that fits one TCP receive segment

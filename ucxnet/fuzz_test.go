@@ -1,0 +1,63 @@
+package ucxnet
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+// FuzzConnect drives CONNECT handling end to end over real UCX: a raw peer
+// sends CONNECT frames whose Hello payload is the fuzz input to a live
+// listener (with a key, so the pre-authentication path runs too), and the
+// listener must keep serving honest dials. A payload that decodes as a
+// Hello gets the raw peer's real worker address put back before it is
+// sent: fuzzed addresses would make UCX try to reach arbitrary network
+// addresses (ValidateAddress has its own fuzz target, in internal/cucx).
+func FuzzConnect(f *testing.F) {
+	key := []byte("correct horse battery staple")
+	p := newPair(f, Config{})
+	name := pskListener(f, p, key).Addr().String()
+	raw := newRawPeer(f, p.server)
+	seed := func(h stream.Hello) []byte {
+		b, err := h.MarshalBinary()
+		if err != nil {
+			f.Fatal(err)
+		}
+		return b
+	}
+	f.Add(seed(stream.Hello{ConnID: 1, EagerMax: 1 << 20, Window: 1 << 16, Name: "x"}))
+	f.Add(seed(stream.Hello{ConnID: 2, EagerMax: 1, Window: 1, Nonce: make([]byte, nonceLen), MAC: []byte{1}}))
+	f.Add([]byte{0xff, 0xff, 0xff})
+	n := 0
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		var h stream.Hello
+		if h.UnmarshalBinary(payload) == nil {
+			h.WorkerAddr = raw.eng.Address()
+			if n%2 == 0 {
+				h.Name = name // reach the listener, not only the refusal path
+			}
+			if b, err := h.MarshalBinary(); err == nil {
+				payload = b
+			}
+		}
+		if len(payload) == 0 || len(payload) > stream.MaxHelloLen {
+			return
+		}
+		hb := stream.Header{Kind: stream.KindConnect, Length: uint32(len(payload))}.Bytes()
+		if err := raw.eng.Send(raw.ep, hb[:], payload); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if n%64 != 0 {
+			return
+		}
+		// Every so often: an honest dial still works.
+		d := Dialer{Transport: p.client, PSK: key, Timeout: 10 * time.Second}
+		c, err := d.Dial(Network, name)
+		if err != nil {
+			t.Fatalf("honest dial after %d hostile CONNECTs: %v", n, err)
+		}
+		c.Close()
+	})
+}
