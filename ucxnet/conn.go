@@ -31,6 +31,9 @@ type Conn struct {
 	// come from (cucx.Event.From), learnt from its first handshake frame;
 	// frames from anywhere else are dropped. Engine goroutine only.
 	from uintptr
+	// early holds frames that came before the ACCEPT (engine goroutine).
+	early      []earlyFrame
+	earlyBytes int
 
 	mu     sync.Mutex
 	state  connState

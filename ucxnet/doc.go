@@ -20,7 +20,9 @@
 //	client.Get("http://web/")
 //
 // UCX is configured by the usual UCX_* environment variables (UCX_TLS=tcp,
-// UCX_TLS=sm, ...). ucxnet changes two UCX defaults unless the environment
-// sets them: UCX_MM_ERROR_HANDLING=y (shared memory with peer failure
-// detection) and UCX_KEEPALIVE_INTERVAL=1s.
+// UCX_TLS=sm, ...). ucxnet changes four UCX defaults unless the
+// environment sets them: UCX_MM_ERROR_HANDLING=y (shared memory with peer
+// failure detection), UCX_KEEPALIVE_INTERVAL=1s, and the shared-memory and
+// TCP receive segment sizes (see EffectiveUCXDefaults). It also probes
+// silent peers itself (Config.KeepAlive).
 package ucxnet

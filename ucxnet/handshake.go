@@ -341,3 +341,54 @@ func (c *Conn) handleListenerProof(payload []byte) {
 	close(c.dialDone)
 	c.mu.Unlock()
 }
+
+// earlyFrame is a frame for a dialed conn that arrived before its ACCEPT
+// (UCX does not order active messages): it is kept until the ACCEPT says
+// which endpoint the listener's frames come from.
+type earlyFrame struct {
+	h    stream.Header
+	data []byte
+	from uintptr
+}
+
+// maxEarly bounds the frames a dialing conn keeps before its ACCEPT.
+const maxEarly = 64
+
+// stashEarly keeps a DATA, FIN, WINDOW, RST or PING frame that came for a
+// dialing conn before its ACCEPT bound it; it reports whether it took the
+// frame. Engine goroutine.
+func (c *Conn) stashEarly(h stream.Header, ev *cucx.Event) bool {
+	switch h.Kind {
+	case stream.KindAccept, stream.KindRefuse, stream.KindAuth:
+		return false
+	}
+	c.mu.Lock()
+	dialing := c.state == stateDialing
+	c.mu.Unlock()
+	if !dialing {
+		return false
+	}
+	if len(c.early) >= maxEarly || c.earlyBytes+len(ev.Data) > int(c.rwin.Size()) {
+		c.t.stats.foreignFrames.Add(1)
+		return true
+	}
+	c.early = append(c.early, earlyFrame{h: h, data: append([]byte(nil), ev.Data...), from: ev.From})
+	c.earlyBytes += len(ev.Data)
+	return true
+}
+
+// replayEarly hands the frames kept by stashEarly to the conn, now that
+// its ACCEPT bound it; those from another endpoint are dropped. Engine
+// goroutine.
+func (c *Conn) replayEarly() {
+	early := c.early
+	c.early, c.earlyBytes = nil, 0
+	for _, f := range early {
+		if f.from != c.from || c.from == 0 {
+			c.t.stats.foreignFrames.Add(1)
+			continue
+		}
+		ev := cucx.Event{Kind: cucx.EventFrame, Data: f.data, DataLen: len(f.data), From: f.from}
+		c.handleFrame(f.h, &ev)
+	}
+}

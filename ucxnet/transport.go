@@ -681,13 +681,11 @@ func (t *Transport) connFor(h stream.Header, from uintptr, now int64) *Conn {
 		t.stats.unknownConn.Add(1)
 		return nil
 	}
-	if c.from != from {
+	if c.from != from && !(c.from == 0 && (h.Kind == stream.KindAccept || h.Kind == stream.KindRefuse)) {
 		// Before its ACCEPT a dialed conn is bound to nothing: only that
 		// answer, from whoever, may bind it (handleHandshake).
-		if !(c.from == 0 && (h.Kind == stream.KindAccept || h.Kind == stream.KindRefuse)) {
-			t.stats.foreignFrames.Add(1)
-			return nil
-		}
+		t.stats.foreignFrames.Add(1)
+		return nil
 	}
 	if c.peer != nil {
 		c.peer.lastRecv.Store(now)
@@ -739,6 +737,9 @@ func (t *Transport) handleFrame(ev *cucx.Event, now int64) {
 		t.handleConnect(ev.Data, ev.From)
 		return
 	}
+	if c := t.lookup(h.ConnID); c != nil && c.from == 0 && ev.From != 0 && c.stashEarly(h, ev) {
+		return // arrived before the ACCEPT that says where it may come from
+	}
 	c := t.connFor(h, ev.From, now)
 	if c == nil {
 		return
@@ -746,6 +747,7 @@ func (t *Transport) handleFrame(ev *cucx.Event, now int64) {
 	switch h.Kind {
 	case stream.KindAccept, stream.KindRefuse:
 		c.handleHandshake(h, ev.Data, ev.From)
+		c.replayEarly()
 	case stream.KindAuth:
 		c.handleAuth(h, ev.Data)
 	default:
