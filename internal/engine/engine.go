@@ -1,0 +1,149 @@
+// Package engine is the boundary between ucxnet's conn logic and whatever
+// moves its frames: the vocabulary (endpoints, received frames, events)
+// and the Engine interface that the conn logic in package ucxnet depends
+// on.
+//
+// Two implementations exist: package progress drives a real UCX worker
+// (cgo), and package engine/memengine moves frames between engines in one
+// process's memory, with hooks to drop, duplicate, reorder and inject
+// frames, so that conn behaviour tests run without UCX (CGO_ENABLED=0
+// included). This package itself is pure Go and knows nothing of UCX.
+package engine
+
+import (
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+// EP is an opaque endpoint handle: the way to one peer. Implementations
+// keep their own handle inside; the zero EP is no endpoint. EPs are
+// comparable (usable as map keys).
+type EP struct{ v any }
+
+// NewEP wraps an implementation's endpoint handle. h must be comparable.
+func NewEP(h any) EP { return EP{h} }
+
+// Handle returns the implementation's handle.
+func (e EP) Handle() any { return e.v }
+
+// Valid reports whether e refers to an endpoint.
+func (e EP) Valid() bool { return e.v != nil }
+
+// Kind says what an Event reports.
+type Kind int
+
+// Event kinds.
+const (
+	// Frame: an active message arrived (Header, Data, From).
+	Frame Kind = iota + 1
+	// EPError: an endpoint failed (EP, Err). It is unusable afterwards.
+	EPError
+	// Bad: a message arrived that the engine could not take (a rendezvous
+	// offer, an oversized header, no memory for a copy); Header may tell
+	// which conn it was for.
+	Bad
+	// Done: an operation that reported its end asynchronously (a Flush,
+	// or a zero-copy send) finished (Token, Err).
+	Done
+)
+
+// HeaderMax is how many bytes of a received header an Event keeps.
+const HeaderMax = 64
+
+// Event is one thing an engine reports to its Handler. Data and the
+// header are valid only during the Handler call, unless held (Hold).
+type Event struct {
+	Kind    Kind
+	Hdr     [HeaderMax]byte // the header as received (its first HeaderMax bytes)
+	HdrLen  int             // the header length the sender used
+	Data    []byte          // the payload (Frame)
+	DataLen int             // the payload length the sender used
+	// From identifies the endpoint the frame came from, as the receiving
+	// engine knows it (Frame): equal for all frames sent on one endpoint,
+	// different for another sender. 0 means unknown.
+	From  uintptr
+	EP    EP     // the endpoint that failed (EPError)
+	Err   error  // why it failed (EPError), or the operation's result (Done; nil: success)
+	Token uint64 // the operation's token (Done)
+
+	// Ref is the implementation's handle on Data's memory, for Hold; the
+	// zero Ref means Data is ordinary Go memory that stays valid.
+	Ref stream.Ref
+	// Held is set by Hold: the handler took Data past the batch.
+	Held bool
+}
+
+// Header returns the received header (nil if the sender's header was longer
+// than HeaderMax).
+func (e *Event) Header() []byte {
+	if e.HdrLen > HeaderMax {
+		return nil
+	}
+	return e.Hdr[:e.HdrLen]
+}
+
+// Hold keeps the event's Data valid past the batch. The caller owns it from
+// then on and hands the returned Ref back with Engine.Release, once. A zero
+// Ref means there is nothing to release (Data is Go memory).
+func (e *Event) Hold() stream.Ref {
+	if e.Ref.Kind == 0 {
+		return stream.Ref{}
+	}
+	e.Held = true
+	return e.Ref
+}
+
+// Handler receives an engine's events in batches, on the engine's own
+// goroutine. It may call the engine's methods.
+type Handler interface {
+	HandleEvents(evs []Event)
+}
+
+// Stats are an engine's counters.
+type Stats struct {
+	Inflight      uint64 // sends and endpoint closes not completed
+	InflightBytes uint64 // payload bytes in buffered sends not completed
+	ZCFrames      uint64 // frames sent from the caller's memory
+	Wakeups       uint64 // times the engine slept and woke
+	Batches       uint64 // non-empty event batches handled
+}
+
+// Engine moves frames: it creates endpoints to peers by address, sends
+// header+payload frames on them and reports what arrives to its Handler.
+// All methods are safe for concurrent use.
+type Engine interface {
+	// Address returns the engine's own address, for peers to connect to.
+	Address() []byte
+	// Connect creates an endpoint to the engine at addr. Implementations
+	// validate addr first: it comes from peers and registries.
+	Connect(addr []byte) (EP, error)
+	// CloseEP starts closing ep: force cancels queued sends, otherwise
+	// they are finished first.
+	CloseEP(ep EP, force bool) error
+	// Flush starts flushing ep: done reports that it finished at once;
+	// otherwise a Done event with token follows.
+	Flush(ep EP, token uint64) (done bool, err error)
+	// Send sends one frame, copied before Send returns.
+	Send(ep EP, header, data []byte) error
+	// SendFrames sends data as consecutive frames of at most frame bytes,
+	// header being a template into which frame i's sequence number
+	// (seq+i, 8 bytes LE at seqOff) and length (4 bytes LE at lenOff) are
+	// written. It returns how many bytes were handed on.
+	SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, err error)
+	// SendFramesZC is SendFrames without copying data: the caller keeps
+	// data pinned and unchanged until the engine is done with it — when
+	// it returns if wait is false, else when a Done event with token
+	// reports it.
+	SendFramesZC(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int, token uint64) (sent int, wait bool, err error)
+	// Release hands back data held with Event.Hold.
+	Release(refs ...stream.Ref)
+	// Transports names the transports and devices carrying ep, e.g.
+	// "posix/memory" or "tcp/lo" (nil: not known yet).
+	Transports(ep EP) []string
+	// Stats returns the engine's counters.
+	Stats() Stats
+	// Close stops the engine, giving what it still owns up to linger to
+	// finish. Endpoints are closed first by the caller.
+	Close(linger time.Duration) error
+}
