@@ -169,6 +169,19 @@ func TestEPCreateChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if raw := os.Getenv("CUCX_EPCREATE_RAW"); raw != "" {
+		// What UCX does with an address ValidateAddress rejects.
+		a, _ := hex.DecodeString(raw)
+		if raw == "flipped4" {
+			a = append([]byte(nil), real...)
+			for i := 0; i < 4; i++ {
+				a[i] ^= 0xff
+			}
+		}
+		_, err := w.connectUnchecked(a)
+		fmt.Printf("RAW survived: %v\n", err)
+		return
+	}
 	cands := append([][]byte{real}, mutations(real, 1)...)
 	cands = append(cands, fuzzCorpus(t)...)
 	out := bufio.NewWriter(os.Stdout)
@@ -276,6 +289,33 @@ func TestEPCreateOnAcceptedAddresses(t *testing.T) {
 	}
 	for _, c := range crashes {
 		t.Errorf("accepted address #%d crashed ucp_ep_create: %s\n%s", c.idx, c.addr, c.tail)
+	}
+}
+
+// TestUCXAbortsOnBadAddress shows why Connect validates: UCX 1.13's
+// ucp_ep_create, handed addresses that ValidateAddress rejects, kills the
+// process (run in a child).
+func TestUCXAbortsOnBadAddress(t *testing.T) {
+	if os.Getenv(childEnv) != "" || testing.Short() {
+		t.Skip()
+	}
+	if os.Getuid() != 0 {
+		t.Skip("needs root for the namespaces")
+	}
+	random := make([]byte, 200)
+	rand.New(rand.NewSource(1)).Read(random)
+	for name, raw := range map[string]string{"ff": "ff", "random200": hex.EncodeToString(random), "flipped4": "flipped4"} {
+		cmd := exec.Command("unshare", "-n", "-i", "-p", "-f", "-m", "--mount-proc", "sh", "-c",
+			`mount -t tmpfs tmpfs /dev/shm && ip link set lo up && exec "$0" "$@"`,
+			os.Args[0], "-test.run=^TestEPCreateChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), childEnv+"=1", "CUCX_EPCREATE_RAW="+raw, "UCX_LOG_LEVEL=fatal")
+		out, err := cmd.CombinedOutput()
+		survived := err == nil && strings.Contains(string(out), "RAW survived")
+		aborted := strings.Contains(string(out), "SIGABRT")
+		t.Logf("%s: child exit %v, survived %v, SIGABRT %v", name, err, survived, aborted)
+		if !survived && !aborted {
+			t.Errorf("%s: child failed without an abort:\n%s", name, out)
+		}
 	}
 }
 
@@ -439,6 +479,9 @@ func TestInflightBytes(t *testing.T) {
 	pending, err := b.w.Send(ep, hdr('x', 0), make([]byte, 5000))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !pending {
+		t.Log("the send completed at once: nothing to count")
 	}
 	if st := b.w.Stats(); pending && st.InflightBytes != 5000 {
 		t.Fatalf("pending send: InflightBytes %d, want 5000", st.InflightBytes)

@@ -249,7 +249,12 @@ ucs_status_t cucx_open(cucx_worker_t **out, const char **names, const char **val
 
     /* REPLY makes UCX tell the receiver which of its endpoints leads back
      * to the sender (reply_ep): ucxnet binds frames to the peer they came
-     * from with it. */
+     * from with it. Measured on UCX 1.13.1 (TestReplyFrom, the benchmarks
+     * in cucx_test.go): every path (immediate, buffered, zero-copy, the
+     * first frame sent before wireup) delivers with reply_ep set; 64 B
+     * round trips and one-way frame rates show no cost above run-to-run
+     * noise. Until the peer's endpoint id is known (wireup done) UCX
+     * refuses immediate completion, so those first sends are copied. */
     w->am_flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
 
     *out = w;
