@@ -118,7 +118,11 @@ func (s *stalledPeer) progress(t *testing.T, until func(evs []cucx.Event) bool) 
 // UCX may hold for a peer is bounded: Write blocks, then fails.
 func TestAttackHugeWindowThenStall(t *testing.T) {
 	p := newPair(t, Config{})
-	w, err := cucx.Open(ucxSettings(nil))
+	var settings []cucx.Setting
+	for _, s := range ucxSettings(nil) {
+		settings = append(settings, cucx.Setting{Name: s.Name, Value: s.Value})
+	}
+	w, err := cucx.Open(settings)
 	require.NoError(t, err)
 	sp := &stalledPeer{w: w}
 	sp.ep, err = w.Connect(p.server.WorkerAddress())

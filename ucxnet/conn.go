@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -28,7 +28,7 @@ type Conn struct {
 	dialDone chan struct{} // closed when a dial is answered
 	auth     *authState    // pre-shared-key handshake state, if any
 	// from identifies the UCX endpoint the peer's frames for this conn
-	// come from (cucx.Event.From), learnt from its first handshake frame;
+	// come from (engine.Event.From), learnt from its first handshake frame;
 	// frames from anywhere else are dropped. Engine goroutine only.
 	from uintptr
 	// early holds frames that came before the ACCEPT (engine goroutine).
@@ -101,8 +101,8 @@ func (c *Conn) Transports() []string {
 		return append([]string(nil), (*p)...)
 	}
 	var tl []string
-	_ = c.peer.use(func(ep cucx.EP) error {
-		tl = cucx.Transports(c.t.eng.EPInfo(ep))
+	_ = c.peer.use(func(ep engine.EP) error {
+		tl = c.t.eng.Transports(ep)
 		return nil
 	})
 	if tl == nil {
@@ -150,7 +150,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 				return 0, nil
 			}
 			n := 0
-			var doneBuf [8]cucx.DataRef
+			var doneBuf [8]stream.Ref
 			done := doneBuf[:0]
 			for n < len(b) && len(c.rbuf) > 0 {
 				seg := &c.rbuf[0]
@@ -161,7 +161,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 					break
 				}
 				if seg.Ref.Kind != 0 {
-					done = append(done, cucx.DataRef(seg.Ref))
+					done = append(done, seg.Ref)
 				} else {
 					c.t.putBuf(seg.Data)
 				}
@@ -300,7 +300,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		if sp.zeroCopy && chunk >= ZeroCopyMin {
 			sent, err = c.sendZeroCopy(hb[:], b[n:n+chunk], frame)
 		} else {
-			err = c.peer.use(func(ep cucx.EP) (err error) {
+			err = c.peer.use(func(ep engine.EP) (err error) {
 				sent, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], frame)
 				return err
 			})
@@ -334,7 +334,7 @@ func (c *Conn) drainPeer(dl <-chan struct{}) error {
 	t, p := c.t, c.peer
 	token, ch := t.newOp()
 	var done bool
-	err := p.use(func(ep cucx.EP) (err error) {
+	err := p.use(func(ep engine.EP) (err error) {
 		done, err = t.eng.Flush(ep, token)
 		return err
 	})
@@ -348,8 +348,8 @@ func (c *Conn) drainPeer(dl <-chan struct{}) error {
 	}
 	select {
 	case st := <-ch:
-		if st != cucx.StatusOK {
-			return withDetail(ErrReset, "flush: %s", cucx.StatusString(st))
+		if st != nil {
+			return withDetail(ErrReset, "flush: %v", st)
 		}
 		p.unflushed.Store(0)
 		return nil
@@ -373,7 +373,7 @@ func (c *Conn) sendZeroCopy(hdr, p []byte, frame int) (sent int, err error) {
 	defer pin.Unpin()
 	token, done := c.t.newOp()
 	var wait bool
-	err = c.peer.use(func(ep cucx.EP) (err error) {
+	err = c.peer.use(func(ep engine.EP) (err error) {
 		sent, wait, err = c.t.eng.SendFramesZC(ep, hdr, seqOffset, lenOffset, c.seq, p, frame, token)
 		return err
 	})
@@ -381,9 +381,9 @@ func (c *Conn) sendZeroCopy(hdr, p []byte, frame int) (sent int, err error) {
 		c.t.forgetOp(token)
 		return sent, err
 	}
-	if st := c.waitZeroCopy(done); st != cucx.StatusOK {
+	if st := c.waitZeroCopy(done); st != nil {
 		if err == nil {
-			err = &cucx.Error{Op: "send", Status: st}
+			err = st
 		}
 		return 0, err
 	}
@@ -404,7 +404,7 @@ const zeroCopyGrace = 2 * time.Second
 // the conn is closed) and zeroCopyGrace more has gone by, its endpoint is
 // force-closed, which cancels the send (UCX never reads the writer's
 // memory again) and resets every conn to that peer.
-func (c *Conn) waitZeroCopy(done <-chan cucx.Status) cucx.Status {
+func (c *Conn) waitZeroCopy(done <-chan error) error {
 	var grace <-chan time.Time
 	closed := c.closedCh
 	for {
@@ -610,15 +610,15 @@ func (c *Conn) fail(err error) {
 
 // dropLocked releases all received data not yet read. c.mu is held.
 func (c *Conn) dropLocked() {
-	var refs []cucx.DataRef
+	var refs []stream.Ref
 	for _, s := range c.rbuf {
 		if s.Ref.Kind != 0 {
-			refs = append(refs, cucx.DataRef(s.Ref))
+			refs = append(refs, s.Ref)
 		}
 	}
 	for _, s := range c.reasm.Drain() {
 		if s.Ref.Kind != 0 {
-			refs = append(refs, cucx.DataRef(s.Ref))
+			refs = append(refs, s.Ref)
 		}
 	}
 	c.rbuf = nil
@@ -629,18 +629,18 @@ func (c *Conn) dropLocked() {
 // stays readable after the conn leaves the transport (a peer's reset or
 // failure does not discard what already arrived). c.mu is held.
 func (c *Conn) keepLocked() {
-	var refs []cucx.DataRef
+	var refs []stream.Ref
 	for i := range c.rbuf {
 		s := &c.rbuf[i]
 		if s.Ref.Kind != 0 {
-			refs = append(refs, cucx.DataRef(s.Ref))
+			refs = append(refs, s.Ref)
 			s.Data = append([]byte(nil), s.Data...)
 			s.Ref = stream.Ref{}
 		}
 	}
 	for _, s := range c.reasm.Drain() { // can never be delivered now
 		if s.Ref.Kind != 0 {
-			refs = append(refs, cucx.DataRef(s.Ref))
+			refs = append(refs, s.Ref)
 		}
 	}
 	c.t.eng.Release(refs...)
@@ -679,7 +679,7 @@ func (c *Conn) peerFailed(why string) {
 }
 
 // handleFrame takes DATA, FIN, WINDOW, RST and PING (engine goroutine).
-func (c *Conn) handleFrame(h stream.Header, ev *cucx.Event) {
+func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 	switch h.Kind {
 	case stream.KindData, stream.KindFin:
 		c.handleStream(h, ev)
@@ -705,7 +705,7 @@ func (c *Conn) handleFrame(h stream.Header, ev *cucx.Event) {
 
 // handleStream takes DATA and FIN. A DATA payload is not copied: the conn
 // holds UCX's receive descriptor until Read has copied it out.
-func (c *Conn) handleStream(h stream.Header, ev *cucx.Event) {
+func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	c.mu.Lock()
 	if c.state == stateDone || c.state == stateAbandoned {
 		c.mu.Unlock()
@@ -738,7 +738,7 @@ func (c *Conn) handleStream(h stream.Header, ev *cucx.Event) {
 		c.abort(stream.RstProtocol, withDetail(ErrProtocol, "data before authentication"), rstAlways)
 		return
 	}
-	seg := stream.Segment{Kind: h.Kind, Seq: h.Seq, Data: ev.Data, Ref: stream.Ref(ev.Ref())}
+	seg := stream.Segment{Kind: h.Kind, Seq: h.Seq, Data: ev.Data, Ref: ev.Ref}
 	small := len(ev.Data) < c.t.holdMin
 	if small && len(ev.Data) > 0 {
 		// Holding a UCX descriptor (a whole FIFO segment or receive buffer)

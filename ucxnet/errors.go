@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/progress"
 )
 
 // Errors a conn or dial can report, each wrapped in a *net.OpError. Test
@@ -30,7 +30,7 @@ var (
 	// without cgo (CGO_ENABLED=0) or for an OS other than Linux. Such a
 	// build compiles, so that programs importing ucxnet build everywhere,
 	// but NewTransport, and so every Dial and Listen, fail with it.
-	ErrUnsupported = cucx.ErrUnsupported
+	ErrUnsupported = progress.ErrUnsupported
 )
 
 // errnoError is an error with its own text that matches an errno.

@@ -6,7 +6,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -28,7 +28,7 @@ import (
 //	                    Accept. A wrong proof gets REFUSE(auth).
 //
 // A conn is bound to the UCX endpoint its peer's first handshake frame came
-// from (cucx.Event.From): frames for it from any other endpoint are dropped
+// from (engine.Event.From): frames for it from any other endpoint are dropped
 // and counted (Stats.ForeignFrames), so a third process that learns a conn
 // id cannot inject data or resets into it.
 
@@ -97,13 +97,13 @@ func (t *Transport) sendHello(p *peer, h stream.Header, hello stream.Hello) erro
 	}
 	h.Length = uint32(len(b))
 	hb := h.Bytes()
-	return p.use(func(ep cucx.EP) error { return t.eng.Send(ep, hb[:], b) })
+	return p.use(func(ep engine.EP) error { return t.eng.Send(ep, hb[:], b) })
 }
 
 // handleConnect answers a CONNECT: ACCEPT into the named listener's queue,
 // or REFUSE. Nothing in the Hello reaches UCX before it is checked: the
 // listener must exist first, and the worker address is validated before
-// an endpoint is created from it (cucx.ValidateAddress).
+// an endpoint is created from it (see progress.Engine.Connect).
 func (t *Transport) handleConnect(payload []byte, from uintptr) {
 	var hello stream.Hello
 	if err := hello.UnmarshalBinary(payload); err != nil || len(hello.WorkerAddr) == 0 {
@@ -357,7 +357,7 @@ const maxEarly = 64
 // stashEarly keeps a DATA, FIN, WINDOW, RST or PING frame that came for a
 // dialing conn before its ACCEPT bound it; it reports whether it took the
 // frame. Engine goroutine.
-func (c *Conn) stashEarly(h stream.Header, ev *cucx.Event) bool {
+func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 	switch h.Kind {
 	case stream.KindAccept, stream.KindRefuse, stream.KindAuth:
 		return false
@@ -388,7 +388,7 @@ func (c *Conn) replayEarly() {
 			c.t.stats.foreignFrames.Add(1)
 			continue
 		}
-		ev := cucx.Event{Kind: cucx.EventFrame, Data: f.data, DataLen: len(f.data), From: f.from}
+		ev := engine.Event{Kind: engine.Frame, Data: f.data, DataLen: len(f.data), From: f.from}
 		c.handleFrame(f.h, &ev)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
@@ -19,7 +19,7 @@ import (
 // the progress engine: the hostile peer of these tests.
 type rawPeer struct {
 	eng    *progress.Engine
-	ep     cucx.EP
+	ep     engine.EP
 	frames chan rawFrame
 }
 
@@ -28,7 +28,7 @@ type rawFrame struct {
 	data []byte
 }
 
-func (r *rawPeer) HandleEvents(evs []cucx.Event) {
+func (r *rawPeer) HandleEvents(evs []engine.Event) {
 	for i := range evs {
 		h, err := stream.DecodeHeader(evs[i].Header())
 		if err != nil {

@@ -9,14 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
 // peer is a remote worker and the one endpoint all conns to it share.
 type peer struct {
 	addr  string
-	ep    cucx.EP
+	ep    engine.EP
 	conns map[uint64]*Conn // under Transport.mu
 	info  atomic.Pointer[[]string]
 
@@ -65,8 +65,8 @@ func (p *peer) path(t *Transport) sendPath {
 		return *sp
 	}
 	var tl []string
-	_ = p.use(func(ep cucx.EP) error {
-		tl = cucx.Transports(t.eng.EPInfo(ep))
+	_ = p.use(func(ep engine.EP) error {
+		tl = t.eng.Transports(ep)
 		return nil
 	})
 	sp := sendPath{frame: networkFrame}
@@ -104,7 +104,7 @@ func onlyTransports(tl []string, names ...string) bool {
 var errPeerGone = withDetail(ErrReset, "endpoint to the peer is closed")
 
 // use runs f with the peer's endpoint, unless it is closed.
-func (p *peer) use(f func(ep cucx.EP) error) error {
+func (p *peer) use(f func(ep engine.EP) error) error {
 	p.epMu.RLock()
 	defer p.epMu.RUnlock()
 	if p.gone {
@@ -145,7 +145,7 @@ var errTooManyPeers = errors.New("ucxnet: too many endpoints without conns")
 // peerFor returns the peer for a packed worker address, creating its
 // endpoint on first use: for a dial (dial = true), or to answer a CONNECT,
 // in which case at most maxIdlePeers endpoints without conns may exist.
-// The address is validated before UCX sees it (cucx.ValidateAddress).
+// The address is validated before UCX sees it (the engine validates it: UCX aborts the process on a malformed one).
 func (t *Transport) peerFor(addr []byte, dial bool) (*peer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

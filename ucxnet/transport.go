@@ -10,11 +10,12 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/registry"
@@ -35,7 +36,7 @@ const (
 
 // ucxDefaults are UCX settings ucxnet changes unless the user set the
 // corresponding UCX_* environment variable.
-var ucxDefaults = []cucx.Setting{
+var ucxDefaults = []progress.Setting{
 	// Shared memory transports are excluded under peer error handling
 	// unless this is set, and ucxnet needs peer error handling.
 	{Name: "MM_ERROR_HANDLING", Value: "y"},
@@ -137,7 +138,7 @@ type Transport struct {
 	cfg    Config
 	reg    registry.Registry
 	ownReg bool // reg was opened by NewTransport: Close closes it
-	eng    *progress.Engine
+	eng    engine.Engine
 	name   string
 
 	shmFrame int // frame payload that fits one shared-memory segment
@@ -156,7 +157,7 @@ type Transport struct {
 	mu        sync.RWMutex
 	conns     map[uint64]*Conn
 	peers     map[string]*peer // by packed worker address
-	peersByEP map[cucx.EP]*peer
+	peersByEP map[engine.EP]*peer
 	listeners map[string]*Listener
 	closed    bool
 	closing   chan struct{}
@@ -164,7 +165,7 @@ type Transport struct {
 
 	opMu  sync.Mutex
 	opSeq uint64
-	ops   map[uint64]chan cucx.Status // flushes and zero-copy sends UCX has not finished, by token
+	ops   map[uint64]chan error // flushes and zero-copy sends UCX has not finished, by token
 
 	stats counters
 }
@@ -202,8 +203,8 @@ func (t *Transport) putBuf(b []byte) {
 
 // newOp registers a UCX operation (a flush or a zero-copy send) that
 // reports its end with an event carrying token.
-func (t *Transport) newOp() (token uint64, done <-chan cucx.Status) {
-	ch := make(chan cucx.Status, 1)
+func (t *Transport) newOp() (token uint64, done <-chan error) {
+	ch := make(chan error, 1)
 	t.opMu.Lock()
 	t.opSeq++
 	token = t.opSeq
@@ -220,25 +221,25 @@ func (t *Transport) forgetOp(token uint64) {
 }
 
 // opDone delivers an operation's end (engine goroutine).
-func (t *Transport) opDone(token uint64, st cucx.Status) {
+func (t *Transport) opDone(token uint64, err error) {
 	t.opMu.Lock()
 	ch := t.ops[token]
 	delete(t.ops, token)
 	t.opMu.Unlock()
 	if ch != nil {
-		ch <- st
+		ch <- err
 	}
 }
 
 // failOps ends every operation still registered with st: after the engine
 // closed, no event will end them.
-func (t *Transport) failOps(st cucx.Status) {
+func (t *Transport) failOps(err error) {
 	t.opMu.Lock()
 	ops := t.ops
-	t.ops = make(map[uint64]chan cucx.Status)
+	t.ops = make(map[uint64]chan error)
 	t.opMu.Unlock()
 	for _, ch := range ops {
-		ch <- st
+		ch <- err
 	}
 }
 
@@ -247,7 +248,7 @@ func (t *Transport) failOps(st cucx.Status) {
 func (t *Transport) flush(p *peer, timeout time.Duration) error {
 	token, ch := t.newOp()
 	var done bool
-	err := p.use(func(ep cucx.EP) (err error) {
+	err := p.use(func(ep engine.EP) (err error) {
 		done, err = t.eng.Flush(ep, token)
 		return err
 	})
@@ -259,8 +260,8 @@ func (t *Transport) flush(p *peer, timeout time.Duration) error {
 	defer timer.Stop()
 	select {
 	case st := <-ch:
-		if st != cucx.StatusOK {
-			return withDetail(ErrReset, "flush: %s", cucx.StatusString(st))
+		if st != nil {
+			return withDetail(ErrReset, "flush: %v", st)
 		}
 		return nil
 	case <-timer.C:
@@ -388,11 +389,11 @@ func NewTransport(cfg Config) (*Transport, error) {
 		tcpFrame:  tcpSegment.frame(cfg.UCX),
 		conns:     make(map[uint64]*Conn),
 		peers:     make(map[string]*peer),
-		peersByEP: make(map[cucx.EP]*peer),
+		peersByEP: make(map[engine.EP]*peer),
 		listeners: make(map[string]*Listener),
 		closing:   make(chan struct{}),
 		sweepDone: make(chan struct{}),
-		ops:       make(map[uint64]chan cucx.Status),
+		ops:       make(map[uint64]chan error),
 	}
 	t.holdMin = min(16<<10, t.shmFrame/2)
 	eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin, SpinMax: cfg.SpinMax}, engineHandler{t})
@@ -421,8 +422,8 @@ func closeRegistry(r registry.Registry) error {
 
 // ucxSettings merges ucxnet's defaults (skipping those the environment
 // sets) with the user's settings.
-func ucxSettings(user map[string]string) []cucx.Setting {
-	var out []cucx.Setting
+func ucxSettings(user map[string]string) []progress.Setting {
+	var out []progress.Setting
 	for _, s := range ucxDefaults {
 		if _, set := os.LookupEnv("UCX_" + s.Name); set {
 			continue
@@ -452,7 +453,7 @@ func ucxSettings(user map[string]string) []cucx.Setting {
 			// (see segments.go): pass the one it honours.
 			name = seg.names[0]
 		}
-		out = append(out, cucx.Setting{Name: name, Value: user[k]})
+		out = append(out, progress.Setting{Name: name, Value: user[k]})
 	}
 	return out
 }
@@ -586,7 +587,7 @@ func (t *Transport) Close() error {
 	// them canceled). If UCX still held some, the engine leaked the worker
 	// and nothing will progress it again, so UCX will not touch those
 	// writers' buffers any more either: end their waits.
-	t.failOps(cucx.StatusCanceled)
+	t.failOps(errEngineClosed)
 	return err
 }
 
@@ -643,7 +644,7 @@ func (t *Transport) removeConn(c *Conn) {
 // send sends a header-only frame.
 func (t *Transport) sendCtl(p *peer, h stream.Header) error {
 	hb := h.Bytes()
-	return p.use(func(ep cucx.EP) error { return t.eng.Send(ep, hb[:], nil) })
+	return p.use(func(ep engine.EP) error { return t.eng.Send(ep, hb[:], nil) })
 }
 
 // engineHandler receives the engine's event batches for a Transport (an
@@ -652,19 +653,19 @@ type engineHandler struct{ t *Transport }
 
 // HandleEvents implements progress.Handler. It runs on the engine
 // goroutine.
-func (h engineHandler) HandleEvents(evs []cucx.Event) { h.t.handleEvents(evs) }
+func (h engineHandler) HandleEvents(evs []engine.Event) { h.t.handleEvents(evs) }
 
-func (t *Transport) handleEvents(evs []cucx.Event) {
+func (t *Transport) handleEvents(evs []engine.Event) {
 	now := time.Now().UnixNano() // one clock read per batch, for liveness
 	for i := range evs {
 		ev := &evs[i]
 		switch ev.Kind {
-		case cucx.EventFrame:
+		case engine.Frame:
 			t.handleFrame(ev, now)
-		case cucx.EventEPError:
-			t.handleEPError(ev.EP, ev.Status)
-		case cucx.EventFlushed, cucx.EventSent:
-			t.opDone(ev.Token, ev.Status)
+		case engine.EPError:
+			t.handleEPError(ev.EP, ev.Err)
+		case engine.Done:
+			t.opDone(ev.Token, ev.Err)
 		default:
 			t.handleBad(ev)
 		}
@@ -697,7 +698,7 @@ func (t *Transport) connFor(h stream.Header, from uintptr, now int64) *Conn {
 // rendezvous offer, an oversized header, or no memory for a copy). If it
 // was part of a conn's stream, that stream now has a gap that will never
 // fill: reset the conn rather than let it stall.
-func (t *Transport) handleBad(ev *cucx.Event) {
+func (t *Transport) handleBad(ev *engine.Event) {
 	t.stats.badFrames.Add(1)
 	h, err := stream.DecodeHeader(ev.Header())
 	if err != nil || (h.Kind != stream.KindData && h.Kind != stream.KindFin) {
@@ -709,7 +710,7 @@ func (t *Transport) handleBad(ev *cucx.Event) {
 	}
 }
 
-func (t *Transport) handleFrame(ev *cucx.Event, now int64) {
+func (t *Transport) handleFrame(ev *engine.Event, now int64) {
 	t.stats.framesIn.Add(1)
 	h, err := stream.DecodeHeader(ev.Header())
 	if err != nil {
@@ -755,8 +756,24 @@ func (t *Transport) handleFrame(ev *cucx.Event, now int64) {
 	}
 }
 
+// errEngineClosed ends the operations still waiting when the engine is
+// gone.
+var errEngineClosed = errors.New("ucxnet: engine closed with the operation unfinished")
+
+// endpointWhy is the reason an endpoint failure gives its conns.
+func endpointWhy(err error) string {
+	if err == nil {
+		return "endpoint failed"
+	}
+	s := err.Error()
+	if rest, ok := strings.CutPrefix(s, "ucx: endpoint: "); ok {
+		return rest
+	}
+	return s
+}
+
 // handleEPError fails every conn on a failed endpoint and closes it.
-func (t *Transport) handleEPError(ep cucx.EP, st cucx.Status) {
+func (t *Transport) handleEPError(ep engine.EP, why error) {
 	t.stats.peerFailures.Add(1)
 	t.mu.Lock()
 	p := t.peersByEP[ep]
@@ -766,7 +783,7 @@ func (t *Transport) handleEPError(ep cucx.EP, st cucx.Status) {
 		// being closed; nothing is left to do.
 		return
 	}
-	t.failPeer(p, cucx.StatusString(st))
+	t.failPeer(p, endpointWhy(why))
 }
 
 // failPeer fails every conn to p and force-closes p's endpoint, which

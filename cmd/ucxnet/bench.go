@@ -20,7 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/registry"
 	"github.com/ucxnet/ucxnet/ucxnet"
 )
@@ -247,7 +247,7 @@ func runBench(ctx context.Context, sio *stdio, o benchOptions) error {
 func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 	t0 := time.Now()
 	rep := &benchReport{
-		UCXVersion: cucx.Version(),
+		UCXVersion: progress.Version(),
 		UCXTLS:     os.Getenv("UCX_TLS"),
 		Duration:   o.duration.String(),
 		Transports: o.transports,

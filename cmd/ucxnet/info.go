@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/registry"
 	"github.com/ucxnet/ucxnet/ucxnet"
 )
@@ -42,7 +42,7 @@ and prints which UCX transports carry the conn, then closes the conn.`,
 
 func runInfo(ctx context.Context, sio *stdio, args []string, timeout time.Duration) error {
 	w := sio.Out
-	fmt.Fprintf(w, "UCX version %s\n", cucx.Version())
+	fmt.Fprintf(w, "UCX version %s\n", progress.Version())
 
 	fmt.Fprintf(w, "\nTransports and devices (ucx_info -d):\n")
 	if tls, err := ucxInfoDevices(ctx); err != nil {

@@ -31,7 +31,10 @@ package cucx
 
 import (
 	"errors"
+
 	"fmt"
+	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/stream"
 	"strings"
 	"syscall"
 )
@@ -152,75 +155,32 @@ func (e *Error) Unwrap() error {
 	return nil
 }
 
-// Event kinds reported by Progress (the cgo build checks them against
-// glue.h's CUCX_EV_*).
+// Event kinds reported by Progress: engine's kinds (the cgo build checks
+// them against glue.h's CUCX_EV_*; a finished flush and a finished
+// zero-copy send are both engine.Done).
 const (
-	EventFrame   = 1 // an active message arrived
-	EventEPError = 2 // an endpoint failed
-	EventBad     = 3 // an active message ucxnet cannot take (dropped)
-	EventFlushed = 4 // an endpoint flush finished
-	EventSent    = 5 // a zero-copy send (SendFramesZC) finished
+	EventFrame   = engine.Frame   // an active message arrived
+	EventEPError = engine.EPError // an endpoint failed
+	EventBad     = engine.Bad     // an active message ucxnet cannot take (dropped)
+	EventFlushed = engine.Done    // an endpoint flush finished
+	EventSent    = engine.Done    // a zero-copy send (SendFramesZC) finished
 )
 
 // HeaderMax is how many bytes of a received AM header an Event keeps
 // (glue.h's CUCX_HDR_MAX).
-const HeaderMax = 64
+const HeaderMax = engine.HeaderMax
 
-// Event is one thing UCX reported during Progress. Data points into C
-// memory that stays valid until the next Progress, Arm or Close.
-type Event struct {
-	Kind    int
-	Hdr     [HeaderMax]byte // the AM user header, copied (its first HeaderMax bytes)
-	HdrLen  int             // the header length the sender used
-	Data    []byte          // the AM payload (EventFrame)
-	DataLen int             // the payload length the sender used
-	EP      EP              // the endpoint that failed (EventEPError)
-	Status  Status          // why it failed (EventEPError), or the result (EventFlushed, EventSent)
-	Token   uint64          // the operation's token (EventFlushed, EventSent)
-	// From identifies the sender of a frame (EventFrame): the receiving
-	// worker's endpoint to the sending endpoint's worker (UCX's reply_ep),
-	// as a number. Frames sent on one endpoint all carry the same From;
-	// frames from another worker carry another. 0 means unknown. It is
-	// only an identity to compare: nothing may use it as a pointer.
-	From uintptr
+// Event is one thing UCX reported during Progress, in the engine's
+// vocabulary, filled straight from the C event array. Data points into C
+// memory that stays valid until the next Progress, Arm or Close, unless
+// held (Event.Hold, which is how ucxnet reads payloads straight out of
+// UCX's receive descriptors). From is UCX's reply_ep for the sender, as a
+// number only ever compared. An EPError's EP holds a cucx EP.
+type Event = engine.Event
 
-	ref  DataRef
-	held bool
-}
-
-// DataRef is a handle on received data kept past its batch (see
-// Event.Hold). Its memory belongs to UCX (or the C side's buffer pool) until released
-// with Worker.Release (through the engine). The zero DataRef holds
-// nothing.
-type DataRef struct {
-	Ptr  uintptr
-	Kind uint32
-}
-
-// Ref returns the handle Hold would return, without holding the data.
-func (e *Event) Ref() DataRef { return e.ref }
-
-// Hold keeps the event's Data valid past the batch: the caller owns it
-// from now on and must hand the returned DataRef back for release (once,
-// from any goroutine, through progress.Engine.Release). This is how
-// ucxnet reads payloads straight out of UCX's receive descriptors, with
-// no copy on the way in.
-func (e *Event) Hold() DataRef {
-	if e.ref.Kind == 0 {
-		return DataRef{}
-	}
-	e.held = true
-	return e.ref
-}
-
-// Header returns the received header (nil if the sender's header was longer
-// than HeaderMax).
-func (e *Event) Header() []byte {
-	if e.HdrLen > HeaderMax {
-		return nil
-	}
-	return e.Hdr[:e.HdrLen]
-}
+// DataRef is a handle on received data kept past its batch (Event.Hold),
+// released with Worker.Release. Its layout is cucx_data_t's.
+type DataRef = stream.Ref
 
 // Setting is one UCX configuration variable, named without the UCX_ prefix.
 type Setting struct{ Name, Value string }

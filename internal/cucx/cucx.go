@@ -15,6 +15,8 @@ import (
 	"errors"
 	"runtime"
 	"unsafe"
+
+	"github.com/ucxnet/ucxnet/internal/engine"
 )
 
 // The shared constants (common.go) must equal UCX's and glue.h's.
@@ -37,7 +39,6 @@ var (
 	_ [1]struct{} = [1 + EventEPError - C.CUCX_EV_EP_ERROR]struct{}{}
 	_ [1]struct{} = [1 + EventBad - C.CUCX_EV_BAD]struct{}{}
 	_ [1]struct{} = [1 + EventFlushed - C.CUCX_EV_FLUSHED]struct{}{}
-	_ [1]struct{} = [1 + EventSent - C.CUCX_EV_SENT]struct{}{}
 	_ [1]struct{} = [1 + HeaderMax - C.CUCX_HDR_MAX]struct{}{}
 	_ [1]struct{} = [1 + MaxAddressLen - C.CUCX_ADDR_MAX]struct{}{}
 )
@@ -263,28 +264,28 @@ func (w *Worker) events(evs []Event) []Event {
 	}
 	for i := range all {
 		e := &all[i]
-		ev := Event{Kind: int(e.kind), HdrLen: int(e.hdr_len), DataLen: int(e.len)}
-		switch ev.Kind {
-		case EventEPError:
-			ev.EP = EP{e.ep}
-			ev.Status = Status(e.status)
-		case EventFlushed:
+		evs = append(evs, Event{Kind: engine.Kind(e.kind), HdrLen: int(e.hdr_len), DataLen: int(e.len)})
+		ev := &evs[len(evs)-1]
+		switch e.kind {
+		case C.CUCX_EV_EP_ERROR:
+			ev.EP = engine.NewEP(EP{e.ep})
+			ev.Err = &Error{Op: "endpoint", Status: Status(e.status)}
+		case C.CUCX_EV_FLUSHED:
 			ev.Token = uint64(e.token)
-			ev.Status = Status(e.status)
+			ev.Err = statusErr("flush", C.ucs_status_t(e.status))
 		default:
 			copy(ev.Hdr[:], unsafe.Slice((*byte)(unsafe.Pointer(&e.hdr[0])), HeaderMax))
 			ev.From = uintptr(e.from)
 			if e.data != nil {
 				ev.Data = unsafe.Slice((*byte)(e.data), int(e.len))
-				ev.ref = DataRef{Ptr: uintptr(e.data), Kind: uint32(e.data_kind)}
+				ev.Ref = DataRef{Ptr: uintptr(e.data), Kind: uint32(e.data_kind)}
 			}
 		}
-		evs = append(evs, ev)
 	}
 	// Finished zero-copy sends come after the array's events (MarkHeld
 	// relies on the array's events coming first).
 	for op := w.w.zc_done; op != nil; op = op.next {
-		evs = append(evs, Event{Kind: EventSent, Token: uint64(op.token), Status: Status(op.status)})
+		evs = append(evs, Event{Kind: engine.Done, Token: uint64(op.token), Err: statusErr("send", C.ucs_status_t(op.status))})
 	}
 	// What was read is released with the next batch; what UCX records
 	// from now on is not (see cucx_release_events).
@@ -302,7 +303,7 @@ func (w *Worker) MarkHeld(evs []Event) {
 	}
 	all := unsafe.Slice(w.w.ev, nev)
 	for i := range evs {
-		if i < nev && evs[i].held {
+		if i < nev && evs[i].Held {
 			all[i].data_kind = C.CUCX_DATA_NONE
 		}
 	}

@@ -337,11 +337,11 @@ func pump(t testing.TB, nodes []*node, frames map[*node][]Event, sent map[uint64
 				frames[n] = append(frames[n], e)
 			case EventSent:
 				sent[e.Token] = true
-				if e.Status != StatusOK {
-					t.Fatalf("zero-copy send failed: %s", StatusString(e.Status))
+				if e.Err != nil {
+					t.Fatalf("zero-copy send failed: %v", e.Err)
 				}
 			case EventEPError:
-				t.Fatalf("endpoint error: %s", StatusString(e.Status))
+				t.Fatalf("endpoint error: %v", e.Err)
 			case EventBad:
 				t.Fatalf("bad frame")
 			}

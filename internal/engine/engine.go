@@ -105,6 +105,7 @@ type Stats struct {
 	Inflight      uint64 // sends and endpoint closes not completed
 	InflightBytes uint64 // payload bytes in buffered sends not completed
 	ZCFrames      uint64 // frames sent from the caller's memory
+	ImmSends      uint64 // sends completed inline from the caller's memory (no copy)
 	Wakeups       uint64 // times the engine slept and woke
 	Batches       uint64 // non-empty event batches handled
 }

@@ -24,23 +24,32 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
 // pendingPoll is the longest sleep, in milliseconds, while UCX holds sends
 // it could not start yet.
 const pendingPoll = 1
 
-// Handler receives the events of one progress batch, on the engine
-// goroutine. The events' data is valid only during the call. The handler may
-// call the engine's methods (they take the engine lock themselves).
-type Handler interface {
-	HandleEvents(evs []cucx.Event)
-}
+// Engine implements engine.Engine over a real UCX worker.
+var _ engine.Engine = (*Engine)(nil)
+
+// ErrUnsupported is returned (wrapped) by Start in a build without cgo or
+// off Linux: there is no UCX to drive.
+var ErrUnsupported = cucx.ErrUnsupported
+
+// Version returns the version of the UCX library in use, e.g. "1.13.1"
+// (empty in a build without UCX).
+func Version() string { return cucx.Version() }
+
+// Setting is one UCX configuration variable, named without the UCX_ prefix.
+type Setting struct{ Name, Value string }
 
 // Config tunes an engine.
 type Config struct {
 	// Settings are UCX configuration overrides (names without UCX_).
-	Settings []cucx.Setting
+	Settings []Setting
 	// Spin is how long the engine keeps polling after the last activity
 	// before it arms the worker and sleeps, at least. Zero sleeps at once
 	// (unless SpinMax lets the window grow).
@@ -61,7 +70,7 @@ var ErrClosed = errors.New("progress: engine closed")
 // Engine owns a UCX worker and drives its progress.
 type Engine struct {
 	cfg  Config
-	h    Handler
+	h    engine.Handler
 	addr []byte
 
 	mu     sync.Mutex // serializes every call into w
@@ -74,16 +83,16 @@ type Engine struct {
 	done     chan struct{}
 
 	relMu   sync.Mutex
-	release []cucx.DataRef // held data to release at the next progress call
-	relBuf  []cucx.DataRef // the engine goroutine's swap buffer
+	release []stream.Ref // held data to release at the next progress call
+	relBuf  []stream.Ref // the engine goroutine's swap buffer
 
 	wakeups atomic.Uint64
 	batches atomic.Uint64
 }
 
-// Release hands back data held with cucx.Event.Hold. It is released at
+// Release hands back data held with engine.Event.Hold. It is released at
 // the engine's next progress call (within its idle timeout at the latest).
-func (e *Engine) Release(refs ...cucx.DataRef) {
+func (e *Engine) Release(refs ...stream.Ref) {
 	if len(refs) == 0 {
 		return
 	}
@@ -93,7 +102,7 @@ func (e *Engine) Release(refs ...cucx.DataRef) {
 }
 
 // takeReleases swaps out the pending releases (engine goroutine).
-func (e *Engine) takeReleases() []cucx.DataRef {
+func (e *Engine) takeReleases() []stream.Ref {
 	e.relMu.Lock()
 	r := e.release
 	e.release = e.relBuf[:0]
@@ -102,15 +111,20 @@ func (e *Engine) takeReleases() []cucx.DataRef {
 	return r
 }
 
-// Start opens a worker and starts its engine goroutine.
-func Start(cfg Config, h Handler) (*Engine, error) {
+// Start opens a worker and starts its engine goroutine, which hands what
+// arrives to h.
+func Start(cfg Config, h engine.Handler) (*Engine, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 256
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 100 * time.Millisecond
 	}
-	w, err := cucx.Open(cfg.Settings)
+	settings := make([]cucx.Setting, len(cfg.Settings))
+	for i, st := range cfg.Settings {
+		settings[i] = cucx.Setting{Name: st.Name, Value: st.Value}
+	}
+	w, err := cucx.Open(settings)
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +141,9 @@ func Start(cfg Config, h Handler) (*Engine, error) {
 // Address returns the worker's packed address.
 func (e *Engine) Address() []byte { return e.addr }
 
-// Do runs f with the worker locked. f must not block.
-func (e *Engine) Do(f func(w *cucx.Worker) error) error {
+// do runs f with the worker locked, then wakes the engine. f must not
+// block.
+func (e *Engine) do(f func(w *cucx.Worker) error) error {
 	if err := e.locked(f); err != nil {
 		return err
 	}
@@ -145,62 +160,112 @@ func (e *Engine) locked(f func(w *cucx.Worker) error) error {
 	return f(e.w)
 }
 
-// Connect creates an endpoint to the worker at addr.
-func (e *Engine) Connect(addr []byte) (ep cucx.EP, err error) {
-	err = e.Do(func(w *cucx.Worker) error {
-		ep, err = w.Connect(addr)
+// Pause stops the engine — progress and every call into UCX — until
+// resume is called: a peer whose process is stopped, for tests.
+func (e *Engine) Pause() (resume func()) {
+	e.mu.Lock()
+	return e.mu.Unlock
+}
+
+// errNotOurs is returned for an endpoint some other engine made.
+var errNotOurs = errors.New("progress: not an endpoint of this engine")
+
+// uep returns ep's UCX endpoint.
+func uep(ep engine.EP) (cucx.EP, error) {
+	u, ok := ep.Handle().(cucx.EP)
+	if !ok || !u.Valid() {
+		return cucx.EP{}, errNotOurs
+	}
+	return u, nil
+}
+
+// Connect creates an endpoint to the worker at addr, which is validated
+// first (cucx.ValidateAddress): UCX aborts the process on a malformed one.
+func (e *Engine) Connect(addr []byte) (engine.EP, error) {
+	var u cucx.EP
+	err := e.do(func(w *cucx.Worker) (err error) {
+		u, err = w.Connect(addr)
 		return err
 	})
-	return ep, err
+	if err != nil {
+		return engine.EP{}, err
+	}
+	return engine.NewEP(u), nil
 }
 
 // CloseEP starts closing ep (see cucx.Worker.CloseEP).
-func (e *Engine) CloseEP(ep cucx.EP, force bool) error {
-	return e.Do(func(w *cucx.Worker) error { return w.CloseEP(ep, force) })
+func (e *Engine) CloseEP(ep engine.EP, force bool) error {
+	u, err := uep(ep)
+	if err != nil {
+		return err
+	}
+	return e.do(func(w *cucx.Worker) error { return w.CloseEP(u, force) })
 }
 
 // Flush starts flushing ep. done reports that it finished at once;
-// otherwise the Handler receives an EventFlushed carrying token.
-func (e *Engine) Flush(ep cucx.EP, token uint64) (done bool, err error) {
-	err = e.Do(func(w *cucx.Worker) error {
-		done, err = w.Flush(ep, token)
+// otherwise the Handler receives a Done event carrying token.
+func (e *Engine) Flush(ep engine.EP, token uint64) (done bool, err error) {
+	u, err := uep(ep)
+	if err != nil {
+		return false, err
+	}
+	err = e.do(func(w *cucx.Worker) error {
+		done, err = w.Flush(u, token)
 		return err
 	})
 	return done, err
 }
 
-// EPInfo returns UCX's description of ep.
-func (e *Engine) EPInfo(ep cucx.EP) (info string) {
-	_ = e.Do(func(w *cucx.Worker) error {
-		info = w.EPInfo(ep)
+// Transports names the UCX transports and devices carrying ep, e.g.
+// "posix/memory" or "tcp/lo" (from ucp_ep_print_info).
+func (e *Engine) Transports(ep engine.EP) []string {
+	u, err := uep(ep)
+	if err != nil {
+		return nil
+	}
+	var info string
+	_ = e.do(func(w *cucx.Worker) error {
+		info = w.EPInfo(u)
 		return nil
 	})
-	return info
+	return cucx.Transports(info)
 }
 
 // Send sends one frame (see cucx.Worker.Send).
-func (e *Engine) Send(ep cucx.EP, header, data []byte) error {
-	return e.Do(func(w *cucx.Worker) error {
-		_, err := w.Send(ep, header, data)
+func (e *Engine) Send(ep engine.EP, header, data []byte) error {
+	u, err := uep(ep)
+	if err != nil {
+		return err
+	}
+	return e.do(func(w *cucx.Worker) error {
+		_, err := w.Send(u, header, data)
 		return err
 	})
 }
 
 // SendFrames sends data as consecutive frames (see cucx.Worker.SendFrames).
-func (e *Engine) SendFrames(ep cucx.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, err error) {
-	err = e.Do(func(w *cucx.Worker) error {
-		sent, _, err = w.SendFrames(ep, header, seqOff, lenOff, seq, data, frame)
+func (e *Engine) SendFrames(ep engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, err error) {
+	u, err := uep(ep)
+	if err != nil {
+		return 0, err
+	}
+	err = e.do(func(w *cucx.Worker) error {
+		sent, _, err = w.SendFrames(u, header, seqOff, lenOff, seq, data, frame)
 		return err
 	})
 	return sent, err
 }
 
 // SendFramesZC sends data as consecutive frames from the caller's pinned
-// memory (see cucx.Worker.SendFramesZC). wait means an EventSent carrying
+// memory (see cucx.Worker.SendFramesZC). wait means a Done event carrying
 // token will report when UCX is done with data.
-func (e *Engine) SendFramesZC(ep cucx.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int, token uint64) (sent int, wait bool, err error) {
-	err = e.Do(func(w *cucx.Worker) error {
-		sent, wait, err = w.SendFramesZC(ep, header, seqOff, lenOff, seq, data, frame, token)
+func (e *Engine) SendFramesZC(ep engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int, token uint64) (sent int, wait bool, err error) {
+	u, err := uep(ep)
+	if err != nil {
+		return 0, false, err
+	}
+	err = e.do(func(w *cucx.Worker) error {
+		sent, wait, err = w.SendFramesZC(u, header, seqOff, lenOff, seq, data, frame, token)
 		return err
 	})
 	return sent, wait, err
@@ -215,23 +280,17 @@ func (e *Engine) markHeld(evs []cucx.Event) {
 	e.mu.Unlock()
 }
 
-// Stats are an engine's counters.
-type Stats struct {
-	cucx.Stats
-	Wakeups uint64 // times the engine slept and woke
-	Batches uint64 // non-empty event batches handled
-}
-
 // Stats returns the engine's counters.
-func (e *Engine) Stats() Stats {
-	var s Stats
-	_ = e.Do(func(w *cucx.Worker) error {
-		s.Stats = w.Stats()
+func (e *Engine) Stats() engine.Stats {
+	var cs cucx.Stats
+	_ = e.locked(func(w *cucx.Worker) error {
+		cs = w.Stats()
 		return nil
 	})
-	s.Wakeups = e.wakeups.Load()
-	s.Batches = e.batches.Load()
-	return s
+	return engine.Stats{
+		Inflight: cs.Inflight, InflightBytes: cs.InflightBytes, ZCFrames: cs.ZCFrames, ImmSends: cs.ImmSends,
+		Wakeups: e.wakeups.Load(), Batches: e.batches.Load(),
+	}
 }
 
 // kick records a submission and wakes the engine if it sleeps.

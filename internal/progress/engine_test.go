@@ -11,27 +11,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
 // collector records the frames an engine receives; it holds every other
 // payload's descriptor and releases it later, exercising both paths.
 type collector struct {
-	mu     sync.Mutex
-	eng    *Engine
-	got    map[uint64][]byte
-	held   []cucx.DataRef
-	flushd map[uint64]cucx.Status
-	sent   map[uint64]cucx.Status
-	cond   chan struct{}
+	mu   sync.Mutex
+	eng  *Engine
+	got  map[uint64][]byte
+	held []stream.Ref
+	done map[uint64]error // Done events (flushes and zero-copy sends) by token
+	cond chan struct{}
 }
 
-func (c *collector) HandleEvents(evs []cucx.Event) {
+func (c *collector) HandleEvents(evs []engine.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range evs {
 		ev := &evs[i]
 		switch ev.Kind {
-		case cucx.EventFrame:
+		case engine.Frame:
 			h := ev.Header()
 			if len(h) < 8 {
 				continue
@@ -43,10 +44,8 @@ func (c *collector) HandleEvents(evs []cucx.Event) {
 					c.held = append(c.held, r)
 				}
 			}
-		case cucx.EventFlushed:
-			c.flushd[ev.Token] = ev.Status
-		case cucx.EventSent:
-			c.sent[ev.Token] = ev.Status
+		case engine.Done:
+			c.done[ev.Token] = ev.Err
 		}
 	}
 	select {
@@ -56,8 +55,8 @@ func (c *collector) HandleEvents(evs []cucx.Event) {
 }
 
 func newCollector(t *testing.T) *collector {
-	c := &collector{got: map[uint64][]byte{}, flushd: map[uint64]cucx.Status{}, sent: map[uint64]cucx.Status{}, cond: make(chan struct{}, 1)}
-	e, err := Start(Config{Settings: []cucx.Setting{{Name: "KEEPALIVE_INTERVAL", Value: "1s"}, {Name: "MM_ERROR_HANDLING", Value: "y"}}, Spin: 20 * time.Microsecond}, c)
+	c := &collector{got: map[uint64][]byte{}, done: map[uint64]error{}, cond: make(chan struct{}, 1)}
+	e, err := Start(Config{Settings: []Setting{{Name: "KEEPALIVE_INTERVAL", Value: "1s"}, {Name: "MM_ERROR_HANDLING", Value: "y"}}, Spin: 20 * time.Microsecond}, c)
 	require.NoError(t, err)
 	c.eng = e
 	return c
@@ -130,8 +129,8 @@ func TestSizesAcrossTheRange(t *testing.T) {
 	done, err := a.eng.Flush(ep, 42)
 	require.NoError(t, err)
 	if !done {
-		a.wait(t, func() bool { _, ok := a.flushd[42]; return ok })
-		require.Equal(t, cucx.StatusOK, a.flushd[42])
+		a.wait(t, func() bool { _, ok := a.done[42]; return ok })
+		require.NoError(t, a.done[42])
 	}
 	t.Logf("sends completed straight from the caller's memory: %d of %d", a.eng.Stats().ImmSends, len(sizes))
 
@@ -170,8 +169,8 @@ func TestZeroCopyFramesAcrossTheRange(t *testing.T) {
 			require.Equal(t, n, sent)
 			if wait {
 				waits = append(waits, token)
-				a.wait(t, func() bool { _, ok := a.sent[token]; return ok })
-				require.Equal(t, cucx.StatusOK, a.sent[token])
+				a.wait(t, func() bool { _, ok := a.done[token]; return ok })
+				require.NoError(t, a.done[token])
 			}
 			pin.Unpin()
 			for k := 0; k*frame < n; k++ {
