@@ -51,6 +51,13 @@ const (
 	// MaxAddressLen is the longest packed worker address an Entry may hold,
 	// in bytes.
 	MaxAddressLen = 8192
+	// MaxMetaBytes bounds Entry.Meta: the lengths of all its keys and
+	// values together, in bytes.
+	MaxMetaBytes = 4096
+	// MaxMetaKeys bounds the number of keys in Entry.Meta.
+	MaxMetaKeys = 64
+	// MaxHostLen is the longest Entry.Host, in bytes.
+	MaxHostLen = 255
 )
 
 // EnvRegistry names the environment variable read by [FromEnv]; its value is
@@ -120,11 +127,26 @@ type Entry struct {
 }
 
 // Validate checks that e has a valid name (see [ValidName]), an address of 1
-// to [MaxAddressLen] bytes and a non-negative PID. The error it returns wraps
-// [ErrInvalidEntry] (and [ErrInvalidName] for a bad name).
+// to [MaxAddressLen] bytes, a non-negative PID, a Service of at most
+// [MaxNameLen] bytes, a Host of at most [MaxHostLen] bytes and a Meta of at
+// most [MaxMetaKeys] keys and [MaxMetaBytes] bytes (keys and values
+// together). The error it returns wraps [ErrInvalidEntry] (and
+// [ErrInvalidName] for a bad name).
 func (e Entry) Validate() error {
 	if err := ValidName(e.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEntry, err)
+	}
+	if len(e.Service) > MaxNameLen {
+		return fmt.Errorf("%w: %q: service of %d bytes exceeds %d", ErrInvalidEntry, e.Name, len(e.Service), MaxNameLen)
+	}
+	if len(e.Host) > MaxHostLen {
+		return fmt.Errorf("%w: %q: host of %d bytes exceeds %d", ErrInvalidEntry, e.Name, len(e.Host), MaxHostLen)
+	}
+	if len(e.Meta) > MaxMetaKeys {
+		return fmt.Errorf("%w: %q: meta has %d keys, more than %d", ErrInvalidEntry, e.Name, len(e.Meta), MaxMetaKeys)
+	}
+	if n := metaBytes(e.Meta); n > MaxMetaBytes {
+		return fmt.Errorf("%w: %q: meta of %d bytes exceeds %d", ErrInvalidEntry, e.Name, n, MaxMetaBytes)
 	}
 	if len(e.Address) == 0 {
 		return fmt.Errorf("%w: %q: empty address", ErrInvalidEntry, e.Name)
@@ -136,6 +158,15 @@ func (e Entry) Validate() error {
 		return fmt.Errorf("%w: %q: negative pid %d", ErrInvalidEntry, e.Name, e.PID)
 	}
 	return nil
+}
+
+// metaBytes is the length of m's keys and values together.
+func metaBytes(m map[string]string) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // clone returns a deep copy of e.
