@@ -83,7 +83,7 @@ func TestServerTTLCap(t *testing.T) {
 
 	d := NewServer(ServerConfig{})
 	defer d.Close()
-	w = serve(d, http.MethodPut, "/v1/entries/long", putBody(t, e, (DefaultMaxLeaseTTL + time.Millisecond).Milliseconds()), nil)
+	w = serve(d, http.MethodPut, "/v1/entries/long", putBody(t, e, (DefaultMaxLeaseTTL+time.Millisecond).Milliseconds()), nil)
 	require.Equal(t, http.StatusBadRequest, w.Code)
 }
 

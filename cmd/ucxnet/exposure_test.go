@@ -245,4 +245,3 @@ func waitLog(t *testing.T, p *proxyProc, s string, d time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
