@@ -53,11 +53,16 @@ type Dir struct {
 	pid  int
 }
 
-// NewDir returns the registry kept in directory path, creating it (and its
-// parents) with mode 0700 if it is missing. It refuses, with an error
-// wrapping [ErrUnsafeDir], a directory not owned by the effective user or
-// writable by group or others; it never changes the mode of an existing
-// directory.
+// NewDir returns the registry kept in directory path. A missing directory
+// is created (parents with mode 0700, as needed) with mode 0700, which is
+// set explicitly whatever the umask. An existing one must be a real
+// directory, not a symbolic link (the last path element is never
+// followed), owned by the effective user and not writable by group or
+// others; otherwise NewDir fails with an error wrapping [ErrUnsafeDir]
+// that says what is wrong and how to choose another directory. An
+// existing directory that passes but that group or others may read or
+// search (e.g. 0755) is tightened to 0700, so that the registry directory
+// is always mode 0700 once NewDir returns.
 func NewDir(path string) (*Dir, error) {
 	if path == "" {
 		return nil, fmt.Errorf("registry: empty directory path")
@@ -66,8 +71,8 @@ func NewDir(path string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return nil, fmt.Errorf("registry: creating directory: %w", err)
+	if err := makeDir(abs); err != nil {
+		return nil, err
 	}
 	if err := checkDir(abs); err != nil {
 		return nil, err
@@ -75,29 +80,93 @@ func NewDir(path string) (*Dir, error) {
 	return &Dir{path: abs, host: hostname(), pid: os.Getpid()}, nil
 }
 
-// checkDir verifies that path is a directory safe to keep entries in.
-func checkDir(path string) error {
-	fi, err := os.Stat(path)
+// makeDir creates path with mode 0700 if nothing is there (not even a
+// dangling symbolic link), and then sets that mode, as the umask may have
+// dropped owner bits. It leaves an existing path alone for checkDir.
+func makeDir(path string) error {
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		return nil // exists (checkDir judges it), or unreadable (checkDir says why)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("registry: creating directory: %w", err)
+	}
+	err := os.Mkdir(path, 0o700)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return nil // created meanwhile by someone: checkDir judges it
+	case err != nil:
+		return fmt.Errorf("registry: creating directory: %w", err)
+	}
+	// We created it. Set the mode through an O_NOFOLLOW descriptor, so
+	// that a link put in its place meanwhile is not followed.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("registry: %w", err)
+		return fmt.Errorf("registry: opening new directory %s: %w", path, err)
 	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%w: %s is not a directory (mode %s)", ErrUnsafeDir, path, fi.Mode())
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fmt.Errorf("%w: %s: cannot determine owner", ErrUnsafeDir, path)
-	}
-	euid := os.Geteuid()
-	perm := fi.Mode().Perm()
-	if int(st.Uid) != euid {
-		return fmt.Errorf("%w: %s is owned by uid %d, not by this process's euid %d (mode %#o)", ErrUnsafeDir, path, st.Uid, euid, perm)
-	}
-	if perm&0o022 != 0 {
-		return fmt.Errorf("%w: %s (owner uid %d) has mode %#o, writable by group or others; use mode 0700", ErrUnsafeDir, path, st.Uid, perm)
+	defer unix.Close(fd)
+	if err := unix.Fchmod(fd, 0o700); err != nil {
+		return fmt.Errorf("registry: chmod 0700 %s: %w", path, err)
 	}
 	return nil
 }
+
+// dirAdvice is appended to ErrUnsafeDir errors: the ways out.
+const dirAdvice = "; use a directory of your own with mode 0700, e.g. " + EnvRegistry + "=dir:/path"
+
+// checkDir verifies that path is a directory safe to keep entries in: not
+// a symbolic link, owned by the effective user, not writable by group or
+// others; it sets mode 0700 if group or others have other bits. It
+// opens path with O_NOFOLLOW|O_DIRECTORY and inspects what it opened, so a
+// link is never followed.
+func checkDir(path string) error {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		lfi, lerr := os.Lstat(path)
+		switch {
+		case lerr == nil && lfi.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(path)
+			owner := ""
+			if st, ok := lfi.Sys().(*syscall.Stat_t); ok {
+				owner = fmt.Sprintf(" owned by uid %d", st.Uid)
+			}
+			return fmt.Errorf("%w: %s is a symbolic link%s (to %q); the registry directory must be a real directory, links are not followed%s", ErrUnsafeDir, path, owner, target, dirAdvice)
+		case lerr == nil && !lfi.IsDir():
+			return fmt.Errorf("%w: %s is not a directory (mode %s)%s", ErrUnsafeDir, path, lfi.Mode(), dirAdvice)
+		}
+		return fmt.Errorf("registry: opening directory %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("registry: stat %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%w: %s is not a directory%s", ErrUnsafeDir, path, dirAdvice)
+	}
+	euid := os.Geteuid()
+	perm := os.FileMode(st.Mode & 0o777)
+	if int(st.Uid) != euid {
+		return fmt.Errorf("%w: %s is owned by uid %d, not by this process's euid %d (mode %#o): another user may have created it to squat or spy on the registry%s", ErrUnsafeDir, path, st.Uid, euid, perm, dirAdvice)
+	}
+	if perm&0o022 != 0 {
+		// Others may have planted or replaced entries already: refuse
+		// rather than tighten.
+		return fmt.Errorf("%w: %s (owner uid %d) has mode %#o, writable by group or others; run \"chmod 700 %s\" if its contents can be trusted%s", ErrUnsafeDir, path, st.Uid, perm, path, dirAdvice)
+	}
+	if perm&0o077 != 0 {
+		// Ours, readable but not writable by others (mkdir's usual 0755):
+		// nobody else can have changed it, so close it to them.
+		if err := unix.Fchmod(fd, 0o700); err != nil {
+			return fmt.Errorf("%w: %s has mode %#o, readable by group or others, and chmod 0700 failed: %v%s", ErrUnsafeDir, path, perm, err, dirAdvice)
+		}
+	}
+	return nil
+}
+
+// Close releases what d holds: nothing, as a Dir keeps no descriptor or
+// goroutine between calls. It returns nil and exists so that every
+// built-in backend is an [io.Closer]; d stays usable.
+func (d *Dir) Close() error { return nil }
 
 // Path returns the directory d keeps its entries in.
 func (d *Dir) Path() string { return d.path }

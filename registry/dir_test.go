@@ -288,7 +288,7 @@ func TestDirModes(t *testing.T) {
 }
 
 func TestDirUnsafe(t *testing.T) {
-	for _, mode := range []os.FileMode{0o777, 0o770, 0o702, 0o720} {
+	for _, mode := range []os.FileMode{0o777, 0o770, 0o702, 0o720, 0o722} {
 		p := filepath.Join(t.TempDir(), "reg")
 		require.NoError(t, os.Mkdir(p, 0o700))
 		require.NoError(t, os.Chmod(p, mode))
@@ -300,12 +300,16 @@ func TestDirUnsafe(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, mode, fi.Mode().Perm(), "NewDir must not chmod")
 	}
-	for _, mode := range []os.FileMode{0o700, 0o750, 0o755, 0o500} {
+	for _, mode := range []os.FileMode{0o700, 0o500, 0o750, 0o755, 0o701, 0o704, 0o705} {
 		p := filepath.Join(t.TempDir(), "reg")
 		require.NoError(t, os.Mkdir(p, mode))
 		require.NoError(t, os.Chmod(p, mode))
 		_, err := NewDir(p)
 		require.NoError(t, err, "%o", mode)
+		// Readable by others but not writable: tightened to owner only.
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Equal(t, mode&0o700, fi.Mode().Perm(), "%o", mode)
 	}
 
 	// Not a directory.

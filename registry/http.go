@@ -3,6 +3,8 @@ package registry
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +55,7 @@ type HTTP struct {
 	ownHTTP *http.Transport // closed by Close; nil with WithHTTPClient
 	ttl     time.Duration
 	timeout time.Duration
+	optErr  error // from an option, returned by NewHTTP
 
 	mu     sync.Mutex
 	regs   map[string]*httpLease
@@ -95,6 +98,42 @@ func WithHTTPClient(c *http.Client) HTTPOption {
 	}
 }
 
+// WithTLSConfig makes the backend use c (cloned) for "https://"
+// registries, e.g. to trust a private CA. It has no effect together with
+// [WithHTTPClient].
+func WithTLSConfig(c *tls.Config) HTTPOption {
+	return func(h *HTTP) {
+		if c != nil && h.ownHTTP != nil {
+			h.ownHTTP.TLSClientConfig = c.Clone()
+		}
+	}
+}
+
+// WithCAFile is [WithTLSConfig] trusting only the PEM certificates in
+// file; NewHTTP fails if file cannot be read or holds none.
+func WithCAFile(file string) HTTPOption {
+	return func(h *HTTP) {
+		pool, err := loadCAFile(file)
+		if err != nil {
+			h.optErr = errors.Join(h.optErr, err)
+			return
+		}
+		WithTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})(h)
+	}
+}
+
+func loadCAFile(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("registry: CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("registry: CA file %s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
 // WithRequestTimeout bounds each request (default 5 s); the caller's
 // context may end it sooner.
 func WithRequestTimeout(d time.Duration) HTTPOption {
@@ -135,11 +174,16 @@ func NewHTTP(baseURL, token string, opts ...HTTPOption) (*HTTP, error) {
 	for _, o := range opts {
 		o(h)
 	}
+	if h.optErr != nil {
+		return nil, h.optErr
+	}
 	return h, nil
 }
 
 // openHTTP is Open for "http://" and "https://" specs: the token comes from
-// $UCXNET_REGISTRY_TOKEN, the TTL from $UCXNET_REGISTRY_TTL.
+// $UCXNET_REGISTRY_TOKEN, $UCXNET_REGISTRY_TOKEN_FILE or, for a registry on
+// a loopback address, [DefaultTokenFile] (see clientToken); the TTL from
+// $UCXNET_REGISTRY_TTL; CA certificates from $UCXNET_REGISTRY_CA.
 func openHTTP(spec string) (Registry, error) {
 	var opts []HTTPOption
 	if v := strings.TrimSpace(os.Getenv(EnvRegistryTTL)); v != "" {
@@ -149,7 +193,18 @@ func openHTTP(spec string) (Registry, error) {
 		}
 		opts = append(opts, WithLeaseTTL(ttl))
 	}
-	return NewHTTP(spec, strings.TrimSpace(os.Getenv(EnvRegistryToken)), opts...)
+	if ca := os.Getenv(EnvRegistryCA); ca != "" {
+		opts = append(opts, WithCAFile(ca))
+	}
+	u, err := url.Parse(strings.TrimSpace(spec))
+	if err != nil {
+		return nil, fmt.Errorf("registry: bad URL %q: %w", spec, err)
+	}
+	tok, err := clientToken(u.Host)
+	if err != nil {
+		return nil, err
+	}
+	return NewHTTP(spec, tok, opts...)
 }
 
 // String returns the base URL.
@@ -185,8 +240,14 @@ func statusOf(err error) int {
 // error is an *httpStatusError, wrapped, with 5xx also wrapping
 // ErrUnavailable.
 func (h *HTTP) do(ctx context.Context, method, path string, in, out any) error {
+	_, err := h.doResp(ctx, method, path, in, out)
+	return err
+}
+
+// doResp is do that also returns the answer's header (nil on error).
+func (h *HTTP) doResp(ctx context.Context, method, path string, in, out any) (http.Header, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
@@ -194,13 +255,13 @@ func (h *HTTP) do(ctx context.Context, method, path string, in, out any) error {
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, err)
+			return nil, fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, err)
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, h.base+path, body)
 	if err != nil {
-		return fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, err)
+		return nil, fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, err)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -212,7 +273,7 @@ func (h *HTTP) do(ctx context.Context, method, path string, in, out any) error {
 	resp, err := h.client.Do(req)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
-			return fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, cerr)
+			return nil, fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, cerr)
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -220,12 +281,12 @@ func (h *HTTP) do(ctx context.Context, method, path string, in, out any) error {
 		}
 		// The cause is kept as text only: a refused TCP connection to the
 		// registry must not look like ECONNREFUSED from a ucxnet listener.
-		return fmt.Errorf("registry %s: %s %s: %w: %v", h.base, method, path, ErrUnavailable, err)
+		return nil, fmt.Errorf("registry %s: %s %s: %w: %v", h.base, method, path, ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return fmt.Errorf("registry %s: %s %s: %w: reading the answer: %v", h.base, method, path, ErrUnavailable, err)
+		return nil, fmt.Errorf("registry %s: %s %s: %w: reading the answer: %v", h.base, method, path, ErrUnavailable, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		se := &httpStatusError{code: resp.StatusCode}
@@ -236,16 +297,16 @@ func (h *HTTP) do(ctx context.Context, method, path string, in, out any) error {
 			se.msg = strings.TrimSpace(string(b[:min(len(b), 200)]))
 		}
 		if resp.StatusCode >= 500 {
-			return fmt.Errorf("registry %s: %s %s: %w: %w", h.base, method, path, ErrUnavailable, se)
+			return nil, fmt.Errorf("registry %s: %s %s: %w: %w", h.base, method, path, ErrUnavailable, se)
 		}
-		return fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, se)
+		return nil, fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, se)
 	}
 	if out != nil && resp.StatusCode != http.StatusNoContent {
 		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("registry %s: %s %s: bad answer: %w", h.base, method, path, err)
+			return nil, fmt.Errorf("registry %s: %s %s: bad answer: %w", h.base, method, path, err)
 		}
 	}
-	return nil
+	return resp.Header, nil
 }
 
 func entryPath(name string) string {
@@ -442,22 +503,62 @@ func (h *HTTP) Resolve(ctx context.Context, name string) (Entry, error) {
 }
 
 // Instances lists the live entries of service, sorted by name; none gives
-// an empty slice and a nil error, as the [Registry] contract says.
+// an empty slice and a nil error, as the [Registry] contract says. It
+// follows the server's pages (see [Server]).
 func (h *HTTP) Instances(ctx context.Context, service string) ([]Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var out []Entry
-	if err := h.do(ctx, http.MethodGet, "/v1/services/"+url.PathEscape(service), nil, &out); err != nil {
-		if statusOf(err) == http.StatusNotFound {
-			return []Entry{}, nil
+	out, err := h.list(ctx, "/v1/services/"+url.PathEscape(service))
+	if statusOf(err) == http.StatusNotFound {
+		return []Entry{}, nil
+	}
+	return out, err
+}
+
+// maxListed bounds the entries one listing may gather over all its pages.
+const maxListed = DefaultMaxEntries
+
+// list GETs path page by page, following the cursor in [HeaderNextPage]
+// until a page comes without one. A cursor that does not move forward,
+// or more than maxListed entries, is an error, so a broken server cannot
+// keep it looping.
+func (h *HTTP) list(ctx context.Context, path string) ([]Entry, error) {
+	out := []Entry{}
+	after := ""
+	for {
+		p := path + "?limit=" + fmt.Sprint(MaxPageLimit)
+		if after != "" {
+			p += "&after=" + url.QueryEscape(after)
 		}
+		var page []Entry
+		hdr, err := h.doResp(ctx, http.MethodGet, p, nil, &page)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if len(out) > maxListed {
+			return nil, fmt.Errorf("registry %s: GET %s: more than %d entries", h.base, path, maxListed)
+		}
+		next := hdr.Get(HeaderNextPage)
+		if next == "" {
+			return out, nil
+		}
+		cur, err := url.QueryUnescape(next)
+		if err != nil || cur <= after || len(page) == 0 {
+			return nil, fmt.Errorf("registry %s: GET %s: bad page cursor %q after %q", h.base, path, next, after)
+		}
+		after = cur
+	}
+}
+
+// List returns every live entry, sorted by name, following the server's
+// pages.
+func (h *HTTP) List(ctx context.Context) ([]Entry, error) {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if out == nil {
-		out = []Entry{}
-	}
-	return out, nil
+	return h.list(ctx, "/v1/entries")
 }
 
 // Close stops every refresher and deletes its entry (best effort, for up

@@ -89,3 +89,8 @@ func (m *Memory) Instances(ctx context.Context, service string) ([]Entry, error)
 // String returns "mem" for a private instance and "mem:" (or "mem:NAME")
 // for one obtained from [Open].
 func (m *Memory) String() string { return m.name }
+
+// Close returns nil: a Memory holds no descriptor or goroutine, and its
+// entries stay (another value returned by Open("mem:") may share them).
+// It exists so that every built-in backend is an [io.Closer].
+func (m *Memory) Close() error { return nil }

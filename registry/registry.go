@@ -10,10 +10,11 @@
 // Three backends are built in:
 //
 //   - [Dir] (spec "dir" or "dir:/path") keeps one JSON file per entry in a
-//     private directory (by default [DefaultDir], usually
-//     $XDG_RUNTIME_DIR/ucxnet). It works across processes on one host, or
-//     across hosts sharing the directory, detects entries left behind by
-//     processes that died, and serializes writers with flock(2).
+//     private directory of mode 0700 (by default [DefaultDir]:
+//     $XDG_RUNTIME_DIR/ucxnet, else ~/.cache/ucxnet; never a guessable
+//     name in /tmp). It works across processes of one user on one host,
+//     or across hosts sharing the directory, detects entries left behind
+//     by processes that died, and serializes writers with flock(2).
 //   - [Memory] (spec "mem:") is an in-process map, for tests and for
 //     programs that dial themselves.
 //   - [HTTP] (spec "http://host:port" or "https://...") talks to a registry
@@ -33,6 +34,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +51,13 @@ const (
 	// MaxAddressLen is the longest packed worker address an Entry may hold,
 	// in bytes.
 	MaxAddressLen = 8192
+	// MaxMetaBytes bounds Entry.Meta: the lengths of all its keys and
+	// values together, in bytes.
+	MaxMetaBytes = 4096
+	// MaxMetaKeys bounds the number of keys in Entry.Meta.
+	MaxMetaKeys = 64
+	// MaxHostLen is the longest Entry.Host, in bytes.
+	MaxHostLen = 255
 )
 
 // EnvRegistry names the environment variable read by [FromEnv]; its value is
@@ -118,11 +127,26 @@ type Entry struct {
 }
 
 // Validate checks that e has a valid name (see [ValidName]), an address of 1
-// to [MaxAddressLen] bytes and a non-negative PID. The error it returns wraps
-// [ErrInvalidEntry] (and [ErrInvalidName] for a bad name).
+// to [MaxAddressLen] bytes, a non-negative PID, a Service of at most
+// [MaxNameLen] bytes, a Host of at most [MaxHostLen] bytes and a Meta of at
+// most [MaxMetaKeys] keys and [MaxMetaBytes] bytes (keys and values
+// together). The error it returns wraps [ErrInvalidEntry] (and
+// [ErrInvalidName] for a bad name).
 func (e Entry) Validate() error {
 	if err := ValidName(e.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEntry, err)
+	}
+	if len(e.Service) > MaxNameLen {
+		return fmt.Errorf("%w: %q: service of %d bytes exceeds %d", ErrInvalidEntry, e.Name, len(e.Service), MaxNameLen)
+	}
+	if len(e.Host) > MaxHostLen {
+		return fmt.Errorf("%w: %q: host of %d bytes exceeds %d", ErrInvalidEntry, e.Name, len(e.Host), MaxHostLen)
+	}
+	if len(e.Meta) > MaxMetaKeys {
+		return fmt.Errorf("%w: %q: meta has %d keys, more than %d", ErrInvalidEntry, e.Name, len(e.Meta), MaxMetaKeys)
+	}
+	if n := metaBytes(e.Meta); n > MaxMetaBytes {
+		return fmt.Errorf("%w: %q: meta of %d bytes exceeds %d", ErrInvalidEntry, e.Name, n, MaxMetaBytes)
 	}
 	if len(e.Address) == 0 {
 		return fmt.Errorf("%w: %q: empty address", ErrInvalidEntry, e.Name)
@@ -134,6 +158,15 @@ func (e Entry) Validate() error {
 		return fmt.Errorf("%w: %q: negative pid %d", ErrInvalidEntry, e.Name, e.PID)
 	}
 	return nil
+}
+
+// metaBytes is the length of m's keys and values together.
+func metaBytes(m map[string]string) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // clone returns a deep copy of e.
@@ -225,19 +258,86 @@ func CurrentProcess() (pid int, startTime uint64, host string) {
 }
 
 // DefaultDir returns the directory used by the "dir" backend when no path is
-// given: $UCXNET_REGISTRY_DIR if set; else $XDG_RUNTIME_DIR/ucxnet if
-// XDG_RUNTIME_DIR is set and is an existing directory; else
-// os.TempDir()/ucxnet-<euid>.
+// given, or "" if there is none (see [DefaultDirErr] for why):
+//
+//   - $UCXNET_REGISTRY_DIR if set;
+//   - else $XDG_RUNTIME_DIR/ucxnet if XDG_RUNTIME_DIR is set and names a
+//     real directory (not a link) owned by this user with mode 0700 or
+//     stricter, as the XDG spec promises (systemd's /run/user/UID);
+//   - else os.UserCacheDir()/ucxnet, usually ~/.cache/ucxnet (or
+//     $XDG_CACHE_HOME/ucxnet).
+//
+// There is no fallback in a shared directory such as /tmp: another user
+// could create /tmp/ucxnet-UID first (squatting the name, or pointing it
+// elsewhere with a link). Processes of one user meet only if they agree on
+// the directory: a login session (XDG_RUNTIME_DIR set) and a cron job or
+// "su" shell (unset) of the same user use different directories unless
+// UCXNET_REGISTRY or UCXNET_REGISTRY_DIR names one for both.
 func DefaultDir() string {
+	d, _ := DefaultDirErr()
+	return d
+}
+
+// DefaultDirErr is [DefaultDir] with the reason there is no default
+// directory: neither XDG_RUNTIME_DIR nor a home or cache directory is
+// usable. The error names the way out (UCXNET_REGISTRY=dir:/path).
+func DefaultDirErr() (string, error) {
 	if d := os.Getenv(EnvRegistryDir); d != "" {
-		return d
+		return d, nil
 	}
+	var why []string
 	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
-		if fi, err := os.Stat(x); err == nil && fi.IsDir() {
-			return filepath.Join(x, "ucxnet")
+		if err := runtimeDirOK(x); err == nil {
+			return filepath.Join(x, "ucxnet"), nil
+		} else {
+			why = append(why, err.Error())
 		}
+	} else {
+		why = append(why, "XDG_RUNTIME_DIR is not set")
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("ucxnet-%d", os.Geteuid()))
+	c, err := os.UserCacheDir()
+	if err == nil && filepath.IsAbs(c) {
+		return filepath.Join(c, "ucxnet"), nil
+	}
+	if err == nil {
+		err = fmt.Errorf("cache directory %q is not absolute", c)
+	}
+	why = append(why, "no user cache directory: "+err.Error())
+	return "", fmt.Errorf("registry: no default registry directory (%s); set %s=dir:/path to a directory of your own with mode 0700 (or %s=/path)",
+		strings.Join(why, "; "), EnvRegistry, EnvRegistryDir)
+}
+
+// runtimeDirOK checks that x is fit to hold the registry: a real directory
+// owned by this user and closed to group and others.
+func runtimeDirOK(x string) error {
+	fi, err := os.Lstat(x)
+	if err != nil {
+		return fmt.Errorf("XDG_RUNTIME_DIR=%s: %w", x, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("XDG_RUNTIME_DIR=%s is not a directory (mode %s)", x, fi.Mode())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("XDG_RUNTIME_DIR=%s is owned by uid %d, not %d", x, st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("XDG_RUNTIME_DIR=%s has mode %#o, not 0700", x, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// openDefaultDir is NewDir(DefaultDir()), with errors that say the
+// directory was the default one and how to choose another.
+func openDefaultDir() (Registry, error) {
+	d, err := DefaultDirErr()
+	if err != nil {
+		return nil, err
+	}
+	r, err := NewDir(d)
+	if err != nil {
+		return nil, fmt.Errorf("default registry directory unusable: %w (or set %s=dir:/path)", err, EnvRegistry)
+	}
+	return r, nil
 }
 
 var (
@@ -281,7 +381,8 @@ func RegisterScheme(scheme string, open func(spec string) (Registry, error)) {
 
 // Open returns the registry described by spec:
 //
-//   - "" or "dir": NewDir(DefaultDir());
+//   - "" or "dir": NewDir(DefaultDir()); an error if there is no default
+//     directory or it is unsafe, saying so and naming the way out;
 //   - "dir:/path" (also "dir:///path"): NewDir("/path");
 //   - a spec starting with "/" is taken as "dir:" followed by it;
 //   - "mem:" or "memory:" (also "mem", "memory"): a process-wide shared
@@ -297,7 +398,7 @@ func RegisterScheme(scheme string, open func(spec string) (Registry, error)) {
 func Open(spec string) (Registry, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
-		return NewDir(DefaultDir())
+		return openDefaultDir()
 	}
 	if strings.HasPrefix(spec, "/") {
 		return NewDir(spec)
@@ -310,7 +411,7 @@ func Open(spec string) (Registry, error) {
 			rest = rest[2:]
 		}
 		if rest == "" {
-			return NewDir(DefaultDir())
+			return openDefaultDir()
 		}
 		return NewDir(rest)
 	case "mem", "memory":
@@ -344,8 +445,13 @@ func FromEnv() (Registry, error) {
 	return Open(os.Getenv(EnvRegistry))
 }
 
-// Both built-in backends implement Registry.
+// The three built-in backends implement Registry, and io.Closer so that
+// whoever owns one (e.g. a Transport, by type assertion) can release it.
 var (
-	_ Registry = (*Dir)(nil)
-	_ Registry = (*Memory)(nil)
+	_ Registry  = (*Dir)(nil)
+	_ Registry  = (*Memory)(nil)
+	_ Registry  = (*HTTP)(nil)
+	_ io.Closer = (*Dir)(nil)
+	_ io.Closer = (*Memory)(nil)
+	_ io.Closer = (*HTTP)(nil)
 )

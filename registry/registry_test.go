@@ -279,15 +279,103 @@ func TestDefaultDir(t *testing.T) {
 	require.Equal(t, "/some/where", DefaultDir())
 
 	t.Setenv(EnvRegistryDir, "")
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CACHE_HOME", "")
+	cache := filepath.Join(home, ".cache", "ucxnet")
 	xdg := t.TempDir()
+	require.NoError(t, os.Chmod(xdg, 0o700))
 	t.Setenv("XDG_RUNTIME_DIR", xdg)
 	require.Equal(t, filepath.Join(xdg, "ucxnet"), DefaultDir())
 
+	// An XDG_RUNTIME_DIR that is missing, open to others, or a link is
+	// passed over for the cache directory; /tmp is never used.
 	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(xdg, "does-not-exist"))
-	require.Equal(t, filepath.Join(os.TempDir(), fmt.Sprintf("ucxnet-%d", os.Geteuid())), DefaultDir())
+	require.Equal(t, cache, DefaultDir())
+	open := t.TempDir()
+	require.NoError(t, os.Chmod(open, 0o755))
+	t.Setenv("XDG_RUNTIME_DIR", open)
+	require.Equal(t, cache, DefaultDir())
+	link := filepath.Join(t.TempDir(), "link")
+	require.NoError(t, os.Symlink(xdg, link))
+	t.Setenv("XDG_RUNTIME_DIR", link)
+	require.Equal(t, cache, DefaultDir())
 
 	t.Setenv("XDG_RUNTIME_DIR", "")
-	require.Equal(t, filepath.Join(os.TempDir(), fmt.Sprintf("ucxnet-%d", os.Geteuid())), DefaultDir())
+	require.Equal(t, cache, DefaultDir())
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(home, "c"))
+	require.Equal(t, filepath.Join(home, "c", "ucxnet"), DefaultDir())
+
+	// Opening the default creates it with mode 0700.
+	r, err := Open("")
+	require.NoError(t, err)
+	require.Equal(t, "dir:"+filepath.Join(home, "c", "ucxnet"), r.String())
+	fi, err := os.Lstat(filepath.Join(home, "c", "ucxnet"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+}
+
+func TestDefaultDirUnusable(t *testing.T) {
+	t.Setenv(EnvRegistryDir, "")
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	require.Equal(t, "", DefaultDir())
+	_, err := DefaultDirErr()
+	require.ErrorContains(t, err, "XDG_RUNTIME_DIR is not set")
+	for _, spec := range []string{"", "dir", "dir:"} {
+		_, err = Open(spec)
+		require.ErrorContains(t, err, "no default registry directory", "%q", spec)
+		require.ErrorContains(t, err, EnvRegistry+"=dir:/path", "%q", spec)
+	}
+
+	// A default directory writable by others is refused, not fixed, and the
+	// error says which directory, what is wrong and the way out.
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	def := filepath.Join(home, ".cache", "ucxnet")
+	require.NoError(t, os.MkdirAll(def, 0o700))
+	require.NoError(t, os.Chmod(def, 0o775))
+	_, err = Open("")
+	require.ErrorIs(t, err, ErrUnsafeDir)
+	require.ErrorContains(t, err, "default registry directory unusable")
+	require.ErrorContains(t, err, def)
+	require.ErrorContains(t, err, "0775")
+	require.ErrorContains(t, err, EnvRegistry+"=dir:/path")
+	fi, err := os.Stat(def)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o775), fi.Mode().Perm())
+}
+
+func TestDirCreatedModeDespiteUmask(t *testing.T) {
+	old := syscall.Umask(0o277) // would leave 0500
+	defer syscall.Umask(old)
+	p := filepath.Join(t.TempDir(), "reg")
+	_, err := NewDir(p)
+	require.NoError(t, err)
+	fi, err := os.Lstat(p)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+}
+
+func TestDirRefusesLinks(t *testing.T) {
+	// A link to a directory of ours, even a private one, is not followed.
+	target := t.TempDir()
+	require.NoError(t, os.Chmod(target, 0o700))
+	link := filepath.Join(t.TempDir(), "reg")
+	require.NoError(t, os.Symlink(target, link))
+	_, err := NewDir(link)
+	require.ErrorIs(t, err, ErrUnsafeDir)
+	require.ErrorContains(t, err, "symbolic link")
+	require.ErrorContains(t, err, EnvRegistry+"=dir:/path")
+
+	// A dangling link is not created through either.
+	dangling := filepath.Join(t.TempDir(), "dangling")
+	require.NoError(t, os.Symlink(filepath.Join(target, "new"), dangling))
+	_, err = NewDir(dangling)
+	require.ErrorIs(t, err, ErrUnsafeDir)
+	_, err = os.Lstat(filepath.Join(target, "new"))
+	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
 func TestOpen(t *testing.T) {

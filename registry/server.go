@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,11 +26,39 @@ const (
 	// ask for.
 	DefaultMinLeaseTTL = 100 * time.Millisecond
 	DefaultMaxLeaseTTL = 10 * time.Minute
+	// HardMaxLeaseTTL caps ServerConfig.MaxTTL: no lease outlives its last
+	// refresh by more than an hour, whatever the configuration.
+	HardMaxLeaseTTL = time.Hour
 	// DefaultMaxEntries bounds the number of live entries a Server holds.
 	DefaultMaxEntries = 100000
-	// MaxRequestBody is the largest request body a Server reads.
-	MaxRequestBody = 64 << 10
+	// DefaultMaxBytes bounds the memory the entries of a Server take, as
+	// counted by entryCost: 64 MiB.
+	DefaultMaxBytes = 64 << 20
+	// MaxRequestBody is the largest request body a Server reads: room for
+	// the largest valid entry (MaxAddressLen in base64, MaxMetaBytes of
+	// meta, JSON escaping).
+	MaxRequestBody = 48 << 10
+	// DefaultPageLimit and MaxPageLimit are the default and largest number
+	// of entries in one page of a listing (?limit=N).
+	DefaultPageLimit = 500
+	MaxPageLimit     = 1000
+	// MaxPageBytes bounds the entries of one listing page, as counted by
+	// entryCost: a page ends early, after at least one entry, rather than
+	// exceed it.
+	MaxPageBytes = 1 << 20
 )
+
+// HeaderNextPage is the header of a listing page that is not the last: its
+// value is the query-escaped cursor to pass as ?after= for the next page.
+const HeaderNextPage = "X-Ucxnet-Next-After"
+
+// entryCost estimates the bytes an entry takes in a Server (and, within a
+// factor of about 4/3, in JSON): its strings and address plus a fixed
+// overhead for the map slot, the lease and the structures.
+func entryCost(e Entry) int64 {
+	n := 256 + len(e.Name)*2 + len(e.Service) + len(e.Host) + len(e.Address)*4/3 + metaBytes(e.Meta) + 48*len(e.Meta)
+	return int64(n)
+}
 
 // ServerConfig configures [NewServer]. The zero value is usable.
 type ServerConfig struct {
@@ -41,7 +70,8 @@ type ServerConfig struct {
 	// DefaultLeaseTTL).
 	DefaultTTL time.Duration
 	// MinTTL and MaxTTL bound ttl_ms (defaults DefaultMinLeaseTTL and
-	// DefaultMaxLeaseTTL); a TTL outside them is a 400.
+	// DefaultMaxLeaseTTL; MaxTTL is at most HardMaxLeaseTTL); a TTL
+	// outside them is a 400.
 	MinTTL, MaxTTL time.Duration
 	// SweepInterval is how often expired entries are dropped in the
 	// background (default 1 s). Expired entries are invisible at once
@@ -50,6 +80,9 @@ type ServerConfig struct {
 	// MaxEntries bounds the live entries (default DefaultMaxEntries); a PUT
 	// beyond it gets 503.
 	MaxEntries int
+	// MaxBytes bounds the memory of the live entries as entryCost counts
+	// it (default DefaultMaxBytes); a PUT beyond it gets 507.
+	MaxBytes int64
 }
 
 // Server is an [http.Handler] serving a registry over HTTP, the server side
@@ -73,12 +106,21 @@ type ServerConfig struct {
 //	                                     404 if absent or expired, 409 if another lease holds it
 //	DELETE /v1/entries/{name}?lease=L    204; 404 if absent, 409 if another lease holds it
 //	GET    /v1/entries/{name}            200 Entry; 404 if absent or expired
-//	GET    /v1/entries                   200 [Entry...], every live entry sorted by name
-//	GET    /v1/services/{service}        200 [Entry...] of that service sorted by name
+//	GET    /v1/entries[?limit=N&after=C] 200 [Entry...], live entries sorted by name, one page
+//	GET    /v1/services/{service}[?...]  200 [Entry...] of that service sorted by name, one page
 //	GET    /healthz                      200 {"status":"ok","entries":N}; no token needed
 //
+// Listings are paged: a page holds the entries after the name C
+// (?after=C, default from the start), at most N of them (?limit=N,
+// default [DefaultPageLimit], at most [MaxPageLimit]) and about
+// [MaxPageBytes]; a page that is not the last has the header
+// [HeaderNextPage] with the cursor for the next page.
+//
 // Lease ids are never shown by GET. Request bodies are limited to
-// [MaxRequestBody] bytes. Close stops the background sweeper.
+// [MaxRequestBody] bytes, entries by [Entry.Validate] (meta to
+// [MaxMetaBytes]), leases to [HardMaxLeaseTTL], and all entries together
+// to ServerConfig.MaxBytes (a PUT beyond: 507) and MaxEntries (503).
+// Close stops the background sweeper.
 type Server struct {
 	cfg       ServerConfig
 	tokenHash [sha256.Size]byte
@@ -86,6 +128,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	entries map[string]*leaseEntry
+	bytes   int64 // sum of entryCost over entries
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -94,6 +137,7 @@ type Server struct {
 
 type leaseEntry struct {
 	e       Entry
+	cost    int64 // entryCost(e)
 	lease   string
 	ttl     time.Duration
 	expires time.Time
@@ -131,6 +175,8 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.MaxTTL <= 0 {
 		cfg.MaxTTL = DefaultMaxLeaseTTL
 	}
+	cfg.MaxTTL = min(cfg.MaxTTL, HardMaxLeaseTTL)
+	cfg.MinTTL = min(cfg.MinTTL, HardMaxLeaseTTL)
 	if cfg.MaxTTL < cfg.MinTTL {
 		cfg.MaxTTL = cfg.MinTTL
 	}
@@ -140,6 +186,9 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	if cfg.MaxEntries <= 0 {
 		cfg.MaxEntries = DefaultMaxEntries
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
 	}
 	s := &Server{
 		cfg:     cfg,
@@ -191,9 +240,24 @@ func (s *Server) sweepLocked() {
 	now := s.now()
 	for n, le := range s.entries {
 		if !now.Before(le.expires) {
-			delete(s.entries, n)
+			s.removeLocked(n, le)
 		}
 	}
+}
+
+// removeLocked drops entry name, le, and its cost.
+func (s *Server) removeLocked(name string, le *leaseEntry) {
+	delete(s.entries, name)
+	s.bytes -= le.cost
+}
+
+// Bytes returns the memory the live entries take, as counted against
+// ServerConfig.MaxBytes.
+func (s *Server) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweepLocked()
+	return s.bytes
 }
 
 // liveLocked returns the live entry named name, dropping it if expired.
@@ -203,7 +267,7 @@ func (s *Server) liveLocked(name string) *leaseEntry {
 		return nil
 	}
 	if !s.now().Before(le.expires) {
-		delete(s.entries, name)
+		s.removeLocked(name, le)
 		return nil
 	}
 	return le
@@ -276,7 +340,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			methodNotAllowed(w, r, "GET, HEAD")
 			return
 		}
-		s.list(w, func(Entry) bool { return true })
+		s.list(w, r, func(Entry) bool { return true })
 	case strings.HasPrefix(path, "/v1/entries/"):
 		seg, action, hasAction := strings.Cut(path[len("/v1/entries/"):], "/")
 		name, err := url.PathUnescape(seg)
@@ -320,7 +384,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			methodNotAllowed(w, r, "GET, HEAD")
 			return
 		}
-		s.list(w, func(e Entry) bool { return e.Service == svc })
+		s.list(w, r, func(e Entry) bool { return e.Service == svc })
 	default:
 		writeError(w, http.StatusNotFound, "no such resource %q (see /v1/entries/{name}, /v1/services/{service}, /healthz)", r.URL.Path)
 	}
@@ -341,17 +405,47 @@ func (s *Server) get(w http.ResponseWriter, name string) {
 	writeJSON(w, http.StatusOK, e)
 }
 
-func (s *Server) list(w http.ResponseWriter, match func(Entry) bool) {
+// list answers one page of the live entries that match, sorted by name:
+// those after ?after= (a name; default: from the start), at most ?limit=
+// of them (default DefaultPageLimit, at most MaxPageLimit) and at most
+// MaxPageBytes. If more follow, HeaderNextPage holds the cursor.
+func (s *Server) list(w http.ResponseWriter, r *http.Request, match func(Entry) bool) {
+	q := r.URL.Query()
+	limit := DefaultPageLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "limit %q: want a positive number (at most %d)", v, MaxPageLimit)
+			return
+		}
+		limit = min(n, MaxPageLimit)
+	}
+	after := q.Get("after")
 	out := []Entry{}
+	more := false
 	s.mu.Lock()
 	s.sweepLocked()
-	for _, le := range s.entries {
-		if match(le.e) {
-			out = append(out, le.e.clone())
+	names := make([]string, 0, min(len(s.entries), 1024))
+	for n, le := range s.entries {
+		if n > after && match(le.e) {
+			names = append(names, n)
 		}
 	}
+	sort.Strings(names)
+	var size int64
+	for _, n := range names {
+		le := s.entries[n]
+		if len(out) >= limit || len(out) > 0 && size+le.cost > MaxPageBytes {
+			more = true
+			break
+		}
+		out = append(out, le.e.clone())
+		size += le.cost
+	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if more {
+		w.Header().Set(HeaderNextPage, url.QueryEscape(out[len(out)-1].Name))
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -423,7 +517,13 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, name string) {
 			return
 		}
 		// The owner replaces its entry and keeps its lease.
-		old.e, old.ttl, old.expires = req.Entry.clone(), ttl, s.now().Add(ttl)
+		cost := entryCost(req.Entry)
+		if s.bytes-old.cost+cost > s.cfg.MaxBytes {
+			writeError(w, http.StatusInsufficientStorage, "registry full: entries take %d of %d bytes", s.bytes, s.cfg.MaxBytes)
+			return
+		}
+		s.bytes += cost - old.cost
+		old.e, old.cost, old.ttl, old.expires = req.Entry.clone(), cost, ttl, s.now().Add(ttl)
 		writeJSON(w, http.StatusOK, leaseResponse{Lease: old.lease, TTLMs: ttl.Milliseconds()})
 		return
 	}
@@ -434,8 +534,17 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, name string) {
 			return
 		}
 	}
-	le := &leaseEntry{e: req.Entry.clone(), lease: newLeaseID(), ttl: ttl, expires: s.now().Add(ttl)}
+	cost := entryCost(req.Entry)
+	if s.bytes+cost > s.cfg.MaxBytes {
+		s.sweepLocked()
+		if s.bytes+cost > s.cfg.MaxBytes {
+			writeError(w, http.StatusInsufficientStorage, "registry full: entries take %d of %d bytes", s.bytes, s.cfg.MaxBytes)
+			return
+		}
+	}
+	le := &leaseEntry{e: req.Entry.clone(), cost: cost, lease: newLeaseID(), ttl: ttl, expires: s.now().Add(ttl)}
 	s.entries[name] = le
+	s.bytes += cost
 	writeJSON(w, http.StatusCreated, leaseResponse{Lease: le.lease, TTLMs: ttl.Milliseconds()})
 }
 
@@ -493,8 +602,8 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ownedLocked(w, name, lease, "") != nil {
-		delete(s.entries, name)
+	if le := s.ownedLocked(w, name, lease, ""); le != nil {
+		s.removeLocked(name, le)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

@@ -32,22 +32,23 @@ everything written. Progress and errors go to stderr.`,
 		timeout := fs.Duration("timeout", 10*time.Second, "dial `timeout`")
 		quiet := fs.Bool("q", false, "no progress messages on stderr")
 		linger := fs.Duration("linger", time.Second, "at the end, wait up to `time` for the peer to finish before exiting")
+		netDevices := fs.String("net-devices", "", netDevicesUsage)
 		return func(ctx context.Context, sio *stdio, args []string) error {
 			if len(args) != 1 {
 				return usagef("want exactly one NAME, got %d arguments", len(args))
 			}
-			return runCat(ctx, sio, args[0], *listen, *timeout, *linger, *quiet)
+			return runCat(ctx, sio, args[0], *listen, *timeout, *linger, *quiet, *netDevices)
 		}
 	},
 }
 
-func runCat(ctx context.Context, sio *stdio, name string, listen bool, timeout, linger time.Duration, quiet bool) error {
+func runCat(ctx context.Context, sio *stdio, name string, listen bool, timeout, linger time.Duration, quiet bool, netDevices string) error {
 	logf := func(format string, args ...any) {
 		if !quiet {
 			fmt.Fprintf(sio.Err, "ucxnet cat: "+format+"\n", args...)
 		}
 	}
-	t, err := ucxnet.DefaultTransport()
+	t, err := newTransport(netDevices, nil)
 	if err != nil {
 		return err
 	}

@@ -32,13 +32,16 @@ ucxnet: a GET, an 8 MiB POST echoed back (checked by SHA-256), then 64 B
 request/response round trips and a large download over ucxnet and over
 TCP loopback, side by side. Both processes use a private registry in a
 temporary directory. UCX_TLS picks the UCX transports (e.g. UCX_TLS=sm or
-UCX_TLS=tcp); unset, UCX picks the best it finds.`,
+UCX_TLS=tcp); unset, UCX picks the best it finds. Both processes print the
+TCP addresses they listen on: UCX's tcp transport listens on every
+interface it may use (--net-devices, i.e. UCX_NET_DEVICES, restricts it).`,
 	Setup: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 		var o demoOptions
 		fs.IntVar(&o.rounds, "rr", 2000, "64 B round trips to time per transport (also bounded by --rr-time)")
 		fs.DurationVar(&o.rrTime, "rr-time", 2*time.Second, "most `time` spent on round trips per transport")
 		fs.IntVar(&o.downloadMiB, "download", 64, "download size in `MiB` per transport")
 		fs.IntVar(&o.echoMiB, "echo", 8, "POST body size in `MiB` echoed back")
+		fs.StringVar(&o.netDevices, "net-devices", "", netDevicesUsage)
 		return func(ctx context.Context, sio *stdio, args []string) error {
 			if len(args) != 0 {
 				return usagef("demo takes no arguments")
@@ -56,6 +59,7 @@ type demoOptions struct {
 	rrTime      time.Duration
 	downloadMiB int
 	echoMiB     int
+	netDevices  string
 }
 
 func runDemo(ctx context.Context, sio *stdio, o demoOptions) (err error) {
@@ -83,7 +87,7 @@ func runDemo(ctx context.Context, sio *stdio, o demoOptions) (err error) {
 	defer os.RemoveAll(dir)
 	name := "demo-" + registry.UniqueName()
 
-	child, tcpAddr, err := startDemoServer(ctx, sio, spec, name)
+	child, tcpAddr, err := startDemoServer(ctx, sio, spec, name, o.netDevices)
 	if err != nil {
 		return err
 	}
@@ -91,11 +95,12 @@ func runDemo(ctx context.Context, sio *stdio, o demoOptions) (err error) {
 	fmt.Fprintf(w, "server: pid %d, ucxnet listener %q, TCP listener %s (registry %s)\n\n",
 		child.cmd.Process.Pid, name, tcpAddr, spec)
 
-	t, err := ucxnet.NewTransport(ucxnet.Config{Registry: reg})
+	t, err := newTransport(o.netDevices, reg)
 	if err != nil {
 		return err
 	}
 	defer t.Close()
+	fmt.Fprintf(w, "this process (pid %d) listens on TCP: %s\n", os.Getpid(), listeningSummary())
 
 	// The ucxnet client: net/http with DialContext from ucxnet, wrapped to
 	// keep the conns so that we can ask which UCX transports carry them.
@@ -278,12 +283,12 @@ func (r *readyWriter) Write(p []byte) (int, error) {
 
 // startDemoServer re-executes this program as demo-server with the given
 // registry and listener name, and waits for it to be ready.
-func startDemoServer(ctx context.Context, sio *stdio, spec, name string) (*demoChild, string, error) {
+func startDemoServer(ctx context.Context, sio *stdio, spec, name, netDevices string) (*demoChild, string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, "", fmt.Errorf("finding own executable: %w", err)
 	}
-	cmd := exec.Command(exe, demoServerCmd.Name, "--name", name)
+	cmd := exec.Command(exe, demoServerCmd.Name, "--name", name, "--net-devices", netDevices)
 	cmd.Env = append(os.Environ(), registry.EnvRegistry+"="+spec)
 	rw := &readyWriter{w: sio.Err, ready: make(chan string, 1)}
 	cmd.Stdout = rw

@@ -30,11 +30,12 @@ named --name and on a TCP listener on 127.0.0.1, prints "ready TCPADDR" on
 stdout and runs until stdin reaches EOF (its parent exited) or a signal.`,
 	Setup: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 		name := fs.String("name", "", "ucxnet listener `name` (required)")
+		netDevices := fs.String("net-devices", "", netDevicesUsage)
 		return func(ctx context.Context, sio *stdio, args []string) error {
 			if *name == "" || len(args) != 0 {
 				return usagef("want --name and no arguments")
 			}
-			return runDemoServer(ctx, sio, *name)
+			return runDemoServer(ctx, sio, *name, *netDevices)
 		}
 	},
 }
@@ -98,8 +99,8 @@ func demoHandler() http.Handler {
 	return mux
 }
 
-func runDemoServer(ctx context.Context, sio *stdio, name string) error {
-	t, err := ucxnet.DefaultTransport()
+func runDemoServer(ctx context.Context, sio *stdio, name, netDevices string) error {
+	t, err := newTransport(netDevices, nil)
 	if err != nil {
 		return err
 	}
@@ -131,6 +132,7 @@ func runDemoServer(ctx context.Context, sio *stdio, name string) error {
 	go func() { errc <- us.Serve(uln) }()
 	go func() { errc <- ts.Serve(tln) }()
 
+	fmt.Fprintf(sio.Err, "server (pid %d) listens on TCP: %s\n", os.Getpid(), listeningSummary())
 	fmt.Fprintf(sio.Out, "ready %s\n", tln.Addr())
 
 	// Run until stdin closes (the parent is gone), a signal, or a server

@@ -27,20 +27,26 @@ var infoCmd = &command{
 on this host (from "ucx_info -d"), the UCX settings ucxnet changes, the
 UCX_* variables set in the environment and the registry in use.
 
+It then starts a UCX worker (as any ucxnet program does) and prints the TCP
+addresses this process listens on: UCX's tcp transport listens on every
+interface it may use, so any host that can reach one of them can connect
+to the worker. --net-devices (UCX_NET_DEVICES) restricts the devices.
+
 With NAME it also resolves NAME in the registry, prints the entry, dials it
 and prints which UCX transports carry the conn, then closes the conn.`,
 	Setup: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 		timeout := fs.Duration("timeout", 10*time.Second, "dial `timeout` for NAME")
+		netDevices := fs.String("net-devices", "", netDevicesUsage)
 		return func(ctx context.Context, sio *stdio, args []string) error {
 			if len(args) > 1 {
 				return usagef("at most one NAME, got %d arguments", len(args))
 			}
-			return runInfo(ctx, sio, args, *timeout)
+			return runInfo(ctx, sio, args, *timeout, *netDevices)
 		}
 	},
 }
 
-func runInfo(ctx context.Context, sio *stdio, args []string, timeout time.Duration) error {
+func runInfo(ctx context.Context, sio *stdio, args []string, timeout time.Duration, netDevices string) error {
 	w := sio.Out
 	fmt.Fprintf(w, "UCX version %s\n", progress.Version())
 
@@ -85,15 +91,45 @@ func runInfo(ctx context.Context, sio *stdio, args []string, timeout time.Durati
 	}
 	fmt.Fprintf(w, "  in use: %s\n", reg)
 
+	t, err := newTransport(netDevices, reg)
+	if err != nil {
+		return fmt.Errorf("starting a UCX worker: %w", err)
+	}
+	defer t.Close() // probe closes it first, gracefully; a second Close just fails
+	fmt.Fprintf(w, "\nTCP addresses this process listens on, with a UCX worker up")
+	if netDevices != "" {
+		fmt.Fprintf(w, " (NET_DEVICES=%s)", netDevices)
+	}
+	fmt.Fprintf(w, ":\n")
+	printListening(w, "  ")
+
 	if len(args) == 0 {
 		return nil
 	}
-	return probe(ctx, sio, reg, args[0], timeout)
+	return probe(ctx, sio, t, reg, args[0], timeout)
+}
+
+// printListening prints the TCP addresses this process listens on, one a
+// line, and how to restrict them.
+func printListening(w io.Writer, indent string) {
+	addrs, err := listeningTCP()
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "%s%v\n", indent, err)
+		return
+	case len(addrs) == 0:
+		fmt.Fprintf(w, "%snone (UCX's tcp transport is not in use)\n", indent)
+		return
+	}
+	for _, a := range addrs {
+		fmt.Fprintf(w, "%s%s\n", indent, a)
+	}
+	fmt.Fprintf(w, "%s(UCX's tcp transport listens on every interface it may use; restrict it with --net-devices or UCX_NET_DEVICES, or UCX_TLS without tcp)\n", indent)
 }
 
 // probe resolves name, prints its entry, dials it and prints the conn's
 // transports.
-func probe(ctx context.Context, sio *stdio, reg registry.Registry, name string, timeout time.Duration) error {
+func probe(ctx context.Context, sio *stdio, t *ucxnet.Transport, reg registry.Registry, name string, timeout time.Duration) error {
 	w := sio.Out
 	fmt.Fprintf(w, "\nName %q:\n", name)
 	rctx, cancel := context.WithTimeout(ctx, timeout)
@@ -118,10 +154,6 @@ func probe(ctx context.Context, sio *stdio, reg registry.Registry, name string, 
 		printEntry(w, e, "    ")
 	}
 
-	t, err := ucxnet.DefaultTransport()
-	if err != nil {
-		return err
-	}
 	d := ucxnet.Dialer{Timeout: timeout, Transport: t}
 	start := time.Now()
 	nc, err := d.DialContext(ctx, "ucx", name)

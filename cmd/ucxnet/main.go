@@ -177,7 +177,8 @@ func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "  %-22s %s\n", "help [COMMAND]", "show this list, or a command's usage")
 	fmt.Fprintf(w, "\nRun \"ucxnet COMMAND --help\" for a command's flags.\n")
 	fmt.Fprintf(w, "Environment: UCX_* configures UCX (e.g. UCX_TLS=tcp, UCX_TLS=sm);\n")
-	fmt.Fprintf(w, "UCXNET_REGISTRY selects the name registry (dir:/path, mem:, http://host:port).\n")
+	fmt.Fprintf(w, "UCXNET_REGISTRY selects the name registry (dir:/path, mem:, http(s)://host:port);\n")
+	fmt.Fprintf(w, "UCX_NET_DEVICES (or --net-devices) limits the interfaces UCX uses and listens on.\n")
 }
 
 func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {

@@ -43,6 +43,8 @@ conns finish for up to --grace, closes what is left and exits 0.`,
 		dialTimeout := fs.Duration("dial-timeout", 10*time.Second, "`timeout` for connecting to --to")
 		grace := fs.Duration("grace", 2*time.Second, "on SIGINT/SIGTERM, let open conns finish for up to `time`")
 		quiet := fs.Bool("quiet", false, "no per-conn messages on stderr")
+		maxConns := fs.Int("max-conns", 1024, "bound on concurrent proxied conns; conns accepted beyond it are closed at once, counted and logged (0: no bound)")
+		netDevices := fs.String("net-devices", "", netDevicesUsage)
 		return func(ctx context.Context, sio *stdio, args []string) error {
 			if len(args) != 0 {
 				return usagef("unexpected arguments %q", args)
@@ -58,7 +60,11 @@ conns finish for up to --grace, closes what is left and exits 0.`,
 			if err != nil {
 				return usagef("--to: %v", err)
 			}
-			p := &proxy{from: ln, to: dst, dialTimeout: *dialTimeout, grace: *grace, quiet: *quiet, sio: sio}
+			if *maxConns < 0 {
+				return usagef("--max-conns %d: want 0 (no bound) or more", *maxConns)
+			}
+			p := &proxy{from: ln, to: dst, dialTimeout: *dialTimeout, grace: *grace, quiet: *quiet, sio: sio,
+				maxConns: *maxConns, netDevices: *netDevices}
 			return p.run(ctx)
 		}
 	},
@@ -100,6 +106,12 @@ type proxy struct {
 	grace       time.Duration
 	quiet       bool
 	sio         *stdio
+	maxConns    int    // 0: no bound
+	netDevices  string // UCX NET_DEVICES; "" leaves UCX's choice
+
+	active      atomic.Int64  // conns being handled
+	refused     atomic.Uint64 // conns closed at once for --max-conns
+	refusedLogN atomic.Uint64 // refused count when last logged
 
 	t      *ucxnet.Transport // nil unless a side is ucx
 	logMu  sync.Mutex
@@ -121,7 +133,7 @@ func (p *proxy) logf(format string, args ...any) {
 
 func (p *proxy) run(ctx context.Context) error {
 	if p.from.network == "ucx" || p.to.network == "ucx" {
-		t, err := ucxnet.DefaultTransport()
+		t, err := newTransport(p.netDevices, nil)
 		if err != nil {
 			return err
 		}
@@ -139,6 +151,7 @@ func (p *proxy) run(ctx context.Context) error {
 	fmt.Fprintf(p.sio.Out, "listening %s -> %s\n", bound, p.to)
 	if p.t != nil {
 		p.logf("registry %s", p.t.Registry())
+		p.logf("this process listens on TCP %s", listeningSummary())
 	}
 
 	p.conns = make(map[*pair]struct{})
@@ -169,9 +182,15 @@ func (p *proxy) run(ctx context.Context) error {
 				continue
 			}
 			delay = 0
+			if p.maxConns > 0 && p.active.Load() >= int64(p.maxConns) {
+				p.refuse(c)
+				continue
+			}
+			p.active.Add(1)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer p.active.Add(-1)
 				p.handle(dialCtx, c)
 			}()
 		}
@@ -187,7 +206,7 @@ func (p *proxy) run(ctx context.Context) error {
 	}
 	ln.Close()
 	<-acceptDone
-	p.logf("shutting down: %d conns open", p.open())
+	p.logf("shutting down: %d conns open, %d refused over --max-conns %d", p.open(), p.refused.Load(), p.maxConns)
 
 	allDone := make(chan struct{})
 	go func() { wg.Wait(); close(allDone) }()
@@ -206,6 +225,26 @@ func (p *proxy) run(ctx context.Context) error {
 		<-allDone
 	}
 	return nil
+}
+
+// refuse closes c at once (a reset on TCP) because --max-conns conns are
+// open, and counts it. It logs the first refusal and then at most one line
+// per doubling of the count, so that a flood cannot flood stderr too.
+func (p *proxy) refuse(c net.Conn) {
+	if lc, ok := c.(interface{ SetLinger(int) error }); ok {
+		_ = lc.SetLinger(0)
+	}
+	from := describe(c)
+	_ = c.Close()
+	n := p.refused.Add(1)
+	if last := p.refusedLogN.Load(); n == 1 || n >= 2*last {
+		if p.refusedLogN.CompareAndSwap(last, n) {
+			// Refusals are logged even with --quiet: they mean lost service.
+			p.logMu.Lock()
+			fmt.Fprintf(p.sio.Err, "ucxnet proxy: refused conn from %s: %d conns open (--max-conns %d); %d refused so far\n", from, p.active.Load(), p.maxConns, n)
+			p.logMu.Unlock()
+		}
+	}
 }
 
 func (p *proxy) open() int {

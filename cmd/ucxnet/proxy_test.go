@@ -50,13 +50,14 @@ func (p *proxyProc) stop(t *testing.T) {
 	}
 }
 
-// startProxy starts "ucxnet proxy --listen listen --to to" with the
+// startProxy starts "ucxnet proxy --listen listen --to to [extra...]" with the
 // registry reg, waits for its "listening" line and stops it with SIGTERM
 // at cleanup, expecting exit status 0.
-func startProxy(t *testing.T, reg, listen, to string) *proxyProc {
+func startProxy(t *testing.T, reg, listen, to string, extra ...string) *proxyProc {
 	t.Helper()
 	p := &proxyProc{bgProc: bgProc{done: make(chan struct{})}, listen: listen}
-	p.cmd = binCommand(context.Background(), t, reg, "proxy", "--listen", listen, "--to", to, "--grace", "1s")
+	args := append([]string{"proxy", "--listen", listen, "--to", to, "--grace", "1s"}, extra...)
+	p.cmd = binCommand(context.Background(), t, reg, args...)
 	pr, pw := io.Pipe()
 	p.cmd.Stdout = io.MultiWriter(&p.stdout, pw)
 	p.cmd.Stderr = &p.stderr

@@ -38,14 +38,16 @@ func TestRegistryCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	home := []string{"HOME=" + t.TempDir(), "XDG_STATE_HOME="}
+
 	// Without a token, a non-loopback address is a usage error.
-	r, err := regCommand(ctx, []string{registry.EnvRegistryToken + "="}, "registry", "--listen", "0.0.0.0:0").CombinedOutput()
+	r, err := regCommand(ctx, append(home, registry.EnvRegistryToken+"="), "registry", "--no-token", "--listen", "0.0.0.0:0").CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(r), "loopback") {
-		t.Errorf("registry --listen 0.0.0.0:0 without token: %v\n%s", err, r)
+		t.Errorf("registry --no-token --listen 0.0.0.0:0: %v\n%s", err, r)
 	}
 
-	srv := regCommand(ctx, nil, "registry", "--listen", "127.0.0.1:0", "--token-file", tokenFile)
+	srv := regCommand(ctx, home, "registry", "--listen", "127.0.0.1:0", "--token-file", tokenFile)
 	stdout, err := srv.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +85,7 @@ func TestRegistryCommand(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 
-	env := []string{"UCXNET_REGISTRY=" + base, registry.EnvRegistryToken + "=" + token, registry.EnvRegistryTTL + "=1s"}
+	env := append(home, "UCXNET_REGISTRY="+base, registry.EnvRegistryToken+"="+token, registry.EnvRegistryTTL+"=1s")
 	up, down := []byte("hello from the dialer\n"), []byte("hello from the listener\n")
 
 	// cat -l NAME, in the background.

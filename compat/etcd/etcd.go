@@ -95,6 +95,12 @@ type Registry struct {
 	mu     sync.Mutex
 	regs   map[string]*registration
 	closed bool
+
+	// closing is canceled by Close, which then waits for watchers: the
+	// goroutines of Watch.
+	closing  context.Context
+	stopAll  context.CancelFunc
+	watchers sync.WaitGroup
 }
 
 // registration is an entry this Registry published and keeps alive.
@@ -126,6 +132,7 @@ func New(client *clientv3.Client, prefix string, opts ...Option) *Registry {
 		regs:     map[string]*registration{},
 	}
 	_, _, r.host = registry.CurrentProcess()
+	r.closing, r.stopAll = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(r)
 	}
@@ -367,9 +374,11 @@ func (r *Registry) Unregister(ctx context.Context, name string) error {
 	return r.stop(ctx, reg)
 }
 
-// Close unregisters every entry this Registry published and, if [Dial]
-// created its client, closes the client. The Registry is unusable
-// afterwards.
+// Close unregisters every entry this Registry published (stopping their
+// keepers), ends every [Registry.Watch] and waits for its goroutine, and,
+// if [Dial] created its client, closes the client. No goroutine of the
+// Registry outlives Close. The Registry is unusable afterwards; Close is
+// idempotent.
 func (r *Registry) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -380,6 +389,8 @@ func (r *Registry) Close() error {
 	regs := r.regs
 	r.regs = map[string]*registration{}
 	r.mu.Unlock()
+	r.stopAll()
+	r.watchers.Wait()
 	var errs []error
 	var wg sync.WaitGroup
 	var emu sync.Mutex
@@ -506,9 +517,27 @@ func sortEntries(es []registry.Entry) {
 // once and then every time the list changes, until ctx ends, when the
 // channel is closed. A reader that falls behind gets only the latest list.
 // Watch survives etcd restarts and compactions by listing again.
+//
+// Close ends every watch (closing its channel) and waits for it; a Watch
+// after Close returns a closed channel.
 func (r *Registry) Watch(ctx context.Context, service string) <-chan []registry.Entry {
 	out := make(chan []registry.Entry)
-	go r.watch(ctx, service, out)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		close(out)
+		return out
+	}
+	r.watchers.Add(1)
+	r.mu.Unlock()
+	wctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(r.closing, cancel)
+	go func() {
+		defer r.watchers.Done()
+		defer cancel()
+		defer unhook()
+		r.watch(wctx, service, out)
+	}()
 	return out
 }
 
