@@ -36,12 +36,14 @@ vet: deps
 
 ## check-builds: the core module builds and vets without cgo and builds for
 ## darwin (internal/cucx's stub, which returns cucx.ErrUnsupported), and the
-## stub's own test passes. Needs no UCX.
+## tests that need no UCX pass without cgo: the stub's, the framing's, and
+## ucxnet's conn tests over the in-memory engine (TestMem*, nettest
+## included). Needs no UCX.
 check-builds:
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) vet ./...
 	GOOS=darwin $(GO) build ./...
-	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/
+	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/ ./internal/stream/ ./internal/engine/... ./ucxnet/
 
 ## test: the no-cgo/darwin builds, deps, go vet, the whole suite with -race
 ## under UCX_TLS=tcp and UCX_TLS=sm, then a short run of each fuzz target

@@ -208,7 +208,7 @@ func (t *Transport) refuse(p *peer, dialerID uint64, code stream.RefuseCode) {
 func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	c.mu.Lock()
 	state := c.state
-	if state != stateDialing && state != stateAbandoned || c.auth != nil && c.auth.proving {
+	if state != stateDialing && state != stateAbandoned || h.Kind == stream.KindAccept && c.auth != nil && c.auth.proving {
 		c.mu.Unlock()
 		c.t.stats.badFrames.Add(1)
 		return

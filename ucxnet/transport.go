@@ -323,6 +323,25 @@ func envDuration(name string, dflt time.Duration) time.Duration {
 // NewTransport starts a transport: a UCP context, a worker and its
 // progress engine.
 func NewTransport(cfg Config) (*Transport, error) {
+	return newTransport(cfg, func(cfg Config, h engine.Handler) (engine.Engine, error) {
+		eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin, SpinMax: cfg.SpinMax}, h)
+		if err != nil {
+			hint := ""
+			if tls, set := os.LookupEnv("UCX_TLS"); set {
+				hint = fmt.Sprintf(" (UCX_TLS=%q: no usable transport?)", tls)
+			}
+			return nil, fmt.Errorf("ucxnet: starting UCX%s: %w", hint, err)
+		}
+		return eng, nil
+	})
+}
+
+// startEngine starts the engine a transport runs on, delivering to h.
+type startEngine func(cfg Config, h engine.Handler) (engine.Engine, error)
+
+// newTransport starts a transport on the engine start makes: the real
+// UCX one (NewTransport), or an in-memory one in tests.
+func newTransport(cfg Config, start startEngine) (*Transport, error) {
 	if cfg.EagerMax <= 0 {
 		cfg.EagerMax = DefaultEagerMax
 	}
@@ -396,16 +415,12 @@ func NewTransport(cfg Config) (*Transport, error) {
 		ops:       make(map[uint64]chan error),
 	}
 	t.holdMin = min(16<<10, t.shmFrame/2)
-	eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin, SpinMax: cfg.SpinMax}, engineHandler{t})
+	eng, err := start(cfg, engineHandler{t})
 	if err != nil {
 		if ownReg {
 			closeRegistry(reg)
 		}
-		hint := ""
-		if tls, set := os.LookupEnv("UCX_TLS"); set {
-			hint = fmt.Sprintf(" (UCX_TLS=%q: no usable transport?)", tls)
-		}
-		return nil, fmt.Errorf("ucxnet: starting UCX%s: %w", hint, err)
+		return nil, err
 	}
 	t.eng = eng
 	go t.sweep()

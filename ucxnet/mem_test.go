@@ -1,0 +1,246 @@
+package ucxnet
+
+// Conn behaviour over the in-memory engine (internal/engine/memengine): no
+// UCX, so these tests (TestMem*) also run in a build without cgo, and they
+// can make the network drop, duplicate, reorder and inject frames on
+// demand.
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/nettest"
+
+	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/engine/memengine"
+	"github.com/ucxnet/ucxnet/internal/stream"
+	"github.com/ucxnet/ucxnet/registry"
+)
+
+// memPair is a pair over one in-memory network.
+type memPair struct {
+	*pair
+	net          *memengine.Network
+	srvEng, cEng *memengine.Engine
+}
+
+// newMemTransport starts a transport on an in-memory engine of n.
+func newMemTransport(t testing.TB, n *memengine.Network, cfg Config) (*Transport, *memengine.Engine) {
+	t.Helper()
+	var me *memengine.Engine
+	tr, err := newTransport(cfg, func(_ Config, h engine.Handler) (engine.Engine, error) {
+		e, err := n.Start(h)
+		me = e
+		return e, err
+	})
+	require.NoError(t, err)
+	return tr, me
+}
+
+func newMemPair(t testing.TB, cfg Config) *memPair {
+	t.Helper()
+	if cfg.Registry == nil {
+		cfg.Registry = registry.NewMemory()
+	}
+	n := memengine.NewNetwork()
+	s, se := newMemTransport(t, n, cfg)
+	c, ce := newMemTransport(t, n, cfg)
+	lc := ListenConfig{Transport: s}
+	ln, err := lc.Listen(t.Context(), Network, "")
+	require.NoError(t, err)
+	p := &pair{server: s, client: c, ln: ln, dialer: &Dialer{Transport: c, Timeout: 10 * time.Second}}
+	t.Cleanup(func() {
+		ln.Close()
+		c.Close()
+		s.Close()
+	})
+	return &memPair{pair: p, net: n, srvEng: se, cEng: ce}
+}
+
+func TestMemNetTest(t *testing.T) {
+	p := newMemPair(t, Config{Window: 256 << 10})
+	var mu sync.Mutex
+	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		c1, c2 = p.conns(t)
+		return c1, c2, func() { c1.Close(); c2.Close() }, nil
+	})
+}
+
+func TestMemPSK(t *testing.T) {
+	p := newMemPair(t, Config{})
+	key := []byte("correct horse battery staple")
+	ln := pskListener(t, p.pair, key)
+	d := Dialer{Transport: p.client, PSK: key, Timeout: 5 * time.Second}
+	c, err := d.Dial(Network, ln.Addr().String())
+	require.NoError(t, err)
+	c.Close()
+	d.PSK = []byte("another key, also long enough")
+	_, err = d.Dial(Network, ln.Addr().String())
+	require.True(t, errors.Is(err, syscall.ECONNREFUSED), "%v", err)
+}
+
+// A network that duplicates every third frame and delivers others out of
+// order still yields the exact stream, with duplicates counted.
+func TestMemDuplicateAndReorder(t *testing.T) {
+	p := newMemPair(t, Config{FrameSize: 1000})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	var n atomic.Int64
+	p.net.SetHook(func(f *memengine.Frame) memengine.Action {
+		h, err := stream.DecodeHeader(f.Header)
+		if err != nil || h.Kind != stream.KindData {
+			return memengine.Deliver
+		}
+		switch n.Add(1) % 6 {
+		case 0:
+			return memengine.Duplicate
+		case 2, 4:
+			return memengine.HoldBack
+		}
+		return memengine.Deliver
+	})
+	msg := make([]byte, 100_000)
+	rand.Read(msg)
+	go func() {
+		for off := 0; off < len(msg); off += 7000 {
+			c.Write(msg[off:min(off+7000, len(msg))])
+			p.net.ReleaseHeld() // the held frames arrive late, newest first
+		}
+		c.(*Conn).CloseWrite()
+	}()
+	got, err := io.ReadAll(s)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(msg, got), "stream corrupted by duplicates or reordering")
+	require.Positive(t, p.server.Stats().Duplicates)
+}
+
+// A frame injected from an endpoint the conn was not made with is dropped.
+func TestMemInjection(t *testing.T) {
+	p := newMemPair(t, Config{})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	id := c.(*Conn).ID()
+	for seq := range 3 {
+		h := stream.Header{Kind: stream.KindData, ConnID: id, Seq: uint64(seq), Length: 5}.Bytes()
+		p.cEng.Inject(999_999, h[:], []byte("EVIL!"))
+	}
+	rst := stream.Header{Kind: stream.KindRst, ConnID: id}.Bytes()
+	p.cEng.Inject(999_999, rst[:], nil)
+	waitStat(t, p.client, "foreign frames", func(st Stats) uint64 { return st.ForeignFrames }, 4)
+	go s.Write([]byte("good"))
+	buf := make([]byte, 4)
+	_, err := io.ReadFull(c, buf)
+	require.NoError(t, err)
+	require.Equal(t, "good", string(buf))
+}
+
+// The listener's DATA overtakes its ACCEPT (UCX does not order active
+// messages): the dialer keeps it and delivers it once the ACCEPT arrives.
+func TestMemDataBeforeAccept(t *testing.T) {
+	p := newMemPair(t, Config{})
+	var held atomic.Bool
+	p.net.SetHook(func(f *memengine.Frame) memengine.Action {
+		h, err := stream.DecodeHeader(f.Header)
+		if err == nil && h.Kind == stream.KindAccept && held.CompareAndSwap(false, true) {
+			return memengine.HoldBack
+		}
+		return memengine.Deliver
+	})
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	dialed := make(chan res, 1)
+	go func() {
+		c, err := p.dialer.Dial(Network, p.ln.Addr().String())
+		dialed <- res{c, err}
+	}()
+	s, err := p.ln.Accept()
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Write([]byte("early"))
+	require.NoError(t, err)
+	p.net.ReleaseHeld()
+	r := <-dialed
+	require.NoError(t, r.err)
+	defer r.c.Close()
+	buf := make([]byte, 5)
+	_, err = io.ReadFull(r.c, buf)
+	require.NoError(t, err)
+	require.Equal(t, "early", string(buf))
+}
+
+// A peer that vanishes (its engine killed) fails blocked Reads with
+// ECONNRESET.
+func TestMemPeerKilled(t *testing.T) {
+	p := newMemPair(t, Config{})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		errc <- err
+	}()
+	p.srvEng.Kill()
+	select {
+	case err := <-errc:
+		require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Read on a killed peer did not fail")
+	}
+}
+
+// A peer that goes silent without its endpoint failing (a frozen process,
+// a zombie over shared memory) is taken for dead by the keepalive.
+func TestMemKeepAliveSilentPeer(t *testing.T) {
+	p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	// An idle, live peer is not taken for dead: PINGs keep it alive.
+	time.Sleep(time.Second)
+	_, err := c.Write([]byte("x"))
+	require.NoError(t, err)
+	require.Positive(t, p.client.Stats().PingsSent+p.server.Stats().PingsSent)
+	// Now everything the server sends is lost.
+	srv := string(p.srvEng.Address())
+	p.net.SetHook(func(f *memengine.Frame) memengine.Action {
+		if f.From == srv {
+			return memengine.Drop
+		}
+		return memengine.Deliver
+	})
+	_, err = c.Read(make([]byte, 1))
+	require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
+	require.ErrorContains(t, err, "keepalive")
+	require.Positive(t, p.client.Stats().KeepAliveFailures)
+}
+
+// A dial that gets no answer at all fails with ECONNREFUSED after
+// KeepAlive, not after the whole dial timeout.
+func TestMemDialNoAnswer(t *testing.T) {
+	p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
+	p.net.SetHook(func(f *memengine.Frame) memengine.Action {
+		if h, err := stream.DecodeHeader(f.Header); err == nil && h.Kind == stream.KindConnect {
+			return memengine.Drop
+		}
+		return memengine.Deliver
+	})
+	_, err := p.dialer.Dial(Network, p.ln.Addr().String())
+	require.True(t, errors.Is(err, syscall.ECONNREFUSED), "%v", err)
+	require.ErrorContains(t, err, "no answer")
+}
