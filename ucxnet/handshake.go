@@ -82,7 +82,7 @@ const (
 // sendConnect sends c's CONNECT to its peer (dial side).
 func (t *Transport) sendConnect(c *Conn, name string) error {
 	hello := stream.Hello{
-		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(c.rwin.Size()),
+		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window),
 		Name: name, LocalName: c.laddr.Name, WorkerAddr: t.eng.Address(), Nonce: c.auth.nd,
 		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame),
 	}
@@ -165,7 +165,7 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 		t.refuse(c.peer, hello.ConnID, stream.RefuseBacklog)
 		return
 	}
-	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(c.rwin.Size()),
+	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(min(preAcceptWindow, t.cfg.Window)),
 		Name: hello.Name, LocalName: hello.Name, ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame)}
 	if c.auth != nil {
 		// Only our nonce: we prove nothing over the dialer's input until
@@ -260,7 +260,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	// (handleAuth).
 	a.nl = hello.Nonce
 	a.proving = true
-	proof := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.rwin.Size()),
+	proof := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.t.cfg.Window),
 		MAC: authMAC(a.psk, roleDialer, a.nd, a.nl, c.id, c.remoteID, a.name)}
 	c.mu.Unlock()
 	if err := c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID}, proof); err != nil {
@@ -307,7 +307,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		return
 	}
 	c.t.stats.accepts.Add(1)
-	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.rwin.Size()),
+	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(min(preAcceptWindow, c.t.cfg.Window)),
 		MAC: authMAC(a.psk, roleListener, a.nd, a.nl, c.remoteID, c.id, a.name)}
 	_ = c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, Flags: stream.FlagReply, ConnID: c.remoteID}, reply)
 }

@@ -55,11 +55,11 @@ func newRawPeer(t testing.TB, target *Transport) *rawPeer {
 	return r
 }
 
-func (r *rawPeer) send(t *testing.T, hdr, data []byte) {
+func (r *rawPeer) send(t testing.TB, hdr, data []byte) {
 	require.NoError(t, r.eng.Send(r.ep, hdr, data))
 }
 
-func (r *rawPeer) sendFrame(t *testing.T, h stream.Header, data []byte) {
+func (r *rawPeer) sendFrame(t testing.TB, h stream.Header, data []byte) {
 	h.Length = uint32(len(data))
 	hb := h.Bytes()
 	r.send(t, hb[:], data)
