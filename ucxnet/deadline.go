@@ -1,3 +1,11 @@
+// Copyright 2010 The Go Authors. All rights reserved.
+// Use of this source code is governed by a BSD-style
+// license that can be found in the LICENSE file.
+//
+// The deadline type below is adapted from the Go standard library's
+// net/pipe.go (pipeDeadline). The Go licence (BSD-3-Clause) applies to the
+// adapted code; its text is in LICENSE-go at the root of this repository.
+
 package ucxnet
 
 import (

@@ -1,11 +1,15 @@
-// Command ucxnet is the command-line companion of the ucxnet library:
-// a demo of HTTP over UCX between two processes, a look at what UCX offers
-// on this host, and a netcat-like tool.
+// Command ucxnet is the command-line companion of the ucxnet library: a
+// demo of HTTP over UCX between two processes, a look at what UCX offers on
+// this host, a netcat-like tool, a TCP↔ucxnet proxy, benchmarks against
+// Go's TCP loopback, and a registry server.
 //
 //	ucxnet demo             HTTP over ucxnet vs Go's TCP loopback
-//	ucxnet info [NAME]      UCX version, transports, settings, registry
+//	ucxnet info [NAME]      UCX version, transports, settings, listening addresses, registry
 //	ucxnet cat -l NAME      accept one conn; conn→stdout, stdin→conn
 //	ucxnet cat NAME         dial NAME; stdin→conn, conn→stdout
+//	ucxnet proxy            forward conns between TCP and ucxnet (--listen, --to, --max-conns)
+//	ucxnet bench            ucxnet vs Go TCP (and unix sockets): round trips and streams, cross-process
+//	ucxnet registry         serve the HTTP name registry (token by default, optional TLS)
 //	ucxnet help [COMMAND]   usage
 //
 // Every command takes --help. Errors are reported as

@@ -8,6 +8,8 @@ import (
 	"go.uber.org/goleak"
 
 	ucxetcd "github.com/ucxnet/ucxnet/compat/etcd"
+	"github.com/ucxnet/ucxnet/registry"
+	"github.com/ucxnet/ucxnet/ucxnet"
 )
 
 // TestCloseNoLeak: a Registry from Dial owns its client; Close stops its
@@ -51,4 +53,28 @@ func TestCloseNoLeak(t *testing.T) {
 	if list, err := check.Instances(c, "svc"); err != nil || len(list) != 0 {
 		t.Errorf("after Close: %d entries (%v), want none", len(list), err)
 	}
+}
+
+// TestTransportClosesEtcdRegistry: a Transport whose registry came from
+// UCXNET_REGISTRY=etcd://... owns it, and its Close closes it: the etcd
+// client, its keepers and watches leave no goroutine behind.
+func TestTransportClosesEtcdRegistry(t *testing.T) {
+	s := needEtcd(t)
+	t.Setenv(registry.EnvRegistry, "etcd://"+s.clientAddr+testPrefix(t))
+	ignore := goleak.IgnoreCurrent()
+	tr, err := ucxnet.NewTransport(ucxnet.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tr.Registry().(*ucxetcd.Registry); !ok {
+		t.Fatalf("registry from the environment is %T, want *ucxetcd.Registry", tr.Registry())
+	}
+	lc := ucxnet.ListenConfig{Transport: tr, Service: "closing"}
+	if _, err := lc.Listen(ctx(t), "ucx", "closing-0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	goleak.VerifyNone(t, ignore)
 }

@@ -1,0 +1,183 @@
+package ucxnet
+
+// Config and its defaults, and the UCX settings ucxnet applies.
+
+import (
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/registry"
+)
+
+// Defaults for Config.
+const (
+	DefaultEagerMax = 1 << 20 // largest frame payload
+	DefaultWindow   = 4 << 20 // per-conn receive window
+	DefaultBacklog  = 512     // conns waiting for Accept, per listener
+	DefaultSpin     = 50 * time.Microsecond
+	DefaultSpinMax  = 500 * time.Microsecond
+	DefaultLinger   = 2 * time.Second
+	// DefaultKeepAlive is how long a peer with conns may stay silent
+	// before it is taken for dead (see Config.KeepAlive).
+	DefaultKeepAlive = 1500 * time.Millisecond
+)
+
+// ucxDefaults are UCX settings ucxnet changes unless the user set the
+// corresponding UCX_* environment variable.
+var ucxDefaults = []progress.Setting{
+	// Shared memory transports are excluded under peer error handling
+	// unless this is set, and ucxnet needs peer error handling.
+	{Name: "MM_ERROR_HANDLING", Value: "y"},
+	// Receive segments that hold one whole frame (see segments.go).
+	{Name: shmSegment.names[0], Value: strconv.Itoa(shmSegment.size)},
+	{Name: tcpSegment.names[0], Value: strconv.Itoa(tcpSegment.size)},
+	// Detect dead peers in about a second rather than 20 s.
+	{Name: "KEEPALIVE_INTERVAL", Value: "1s"},
+}
+
+// Config configures a Transport. The zero value is ready to use.
+type Config struct {
+	// Registry is where listeners publish and dialers resolve names. Nil
+	// means the one UCXNET_REGISTRY selects (default: the per-user directory
+	// registry).
+	Registry registry.Registry
+	// EagerMax is the largest frame payload this transport accepts; the
+	// frame size of a conn is the smaller of both sides'. Default 1 MiB,
+	// at most 16 MiB.
+	EagerMax int
+	// Window is the per-conn receive window: how many bytes a peer may send
+	// that the application has not read yet. Default 4 MiB.
+	Window int
+	// Backlog bounds the conns a listener holds before Accept takes them;
+	// dials beyond it are refused. Default 512.
+	Backlog int
+	// Spin is how long the progress engine polls after activity before it
+	// sleeps: more spin trades CPU for latency. Default: $UCXNET_SPIN if
+	// set (a Go duration), else 50 µs; negative (or $UCXNET_SPIN=0) means
+	// never spin, SpinMax included.
+	Spin time.Duration
+	// SpinMax bounds a longer spin after bulk frames (32 KiB or more of
+	// payload). When the engine fell asleep after such a frame and the
+	// next one came within SpinMax, the spin after bulk frames grows to
+	// cover that gap (at least doubling); a longer gap, or none following,
+	// halves it, down to Spin. A stream whose frames come a few hundred µs
+	// apart then pays the wake-up (80–130 µs on a small VM) about once per
+	// burst instead of once per frame, for up to SpinMax of polling per
+	// gap; traffic of smaller frames keeps the plain Spin. Default:
+	// $UCXNET_SPIN_MAX if set, else 500 µs; negative or at most Spin keeps
+	// the spin fixed.
+	SpinMax time.Duration
+	// UCX holds UCX settings (names without the UCX_ prefix) applied on top
+	// of the environment.
+	UCX map[string]string
+	// Name is this transport's display name (a dialing conn's LocalAddr).
+	// Default: a unique name.
+	Name string
+	// FrameSize is the payload size writes are cut into (at most the
+	// smaller EagerMax of both sides, and at most what the peer's UCX
+	// receive segments hold, which its handshake says). Zero picks one per
+	// peer from the UCX transports in use, so that a frame fits one
+	// receive segment: 32 KiB over shared memory, 1 MiB over TCP, 63 KiB
+	// over RDMA (see segments.go). $UCXNET_FRAME_SIZE sets it too.
+	FrameSize int
+	// Linger bounds how long Close waits for UCX to hand the conn's last
+	// frames to the transport (like SO_LINGER), so that a process that
+	// exits right after Close loses nothing. Default 2 s; negative means
+	// Close does not wait.
+	Linger time.Duration
+	// CopyWrites makes Write copy every frame into C memory before handing
+	// it to UCX, as it always does over TCP and RDMA. By default, over
+	// shared memory, writes of ZeroCopyMin bytes or more are sent straight
+	// from the writer's memory (pinned until UCX is done with it, which
+	// Write waits for): one copy less. $UCXNET_COPY_WRITES=1 sets it too.
+	CopyWrites bool
+	// KeepAlive is how long a peer that this transport has conns with may
+	// stay silent before it is taken for dead: its conns then fail with
+	// ECONNRESET (blocked Reads and Writes included), and a dial it does
+	// not answer within KeepAlive fails with ECONNREFUSED. A peer that has
+	// been silent for a third of it is probed with a PING, once per peer
+	// (not per conn), which its progress engine answers whatever its
+	// application is doing. UCX's own keepalive misses some deaths: over
+	// shared memory a killed peer that its parent has not reaped yet (a
+	// zombie) counts as alive. Default: $UCXNET_KEEPALIVE if set (a Go
+	// duration), else DefaultKeepAlive; negative disables it (then only
+	// UCX's detection remains), as with net.Dialer.KeepAlive. A stopped
+	// (SIGSTOP) or hung peer process is taken for dead too.
+	KeepAlive time.Duration
+	// NetDevices restricts the network devices UCX uses (and listens on),
+	// as UCX_NET_DEVICES does: for example "lo" or "eth0,mlx5_0:1". By
+	// default UCX's tcp transport listens on every interface's address, so
+	// a process that listens on a ucxnet name is reachable from every
+	// network the host is on. Empty: UCX's default (or $UCX_NET_DEVICES).
+	NetDevices string
+}
+
+// ZeroCopyMin is the smallest write (or window-limited part of one) that
+// is sent straight from the writer's memory. Smaller writes are copied:
+// the copy costs less than waiting for UCX to finish the send.
+const ZeroCopyMin = 16 << 10
+
+// envDuration is the Go duration in the environment variable name, or dflt
+// if it is unset or not a duration.
+func envDuration(name string, dflt time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return dflt
+}
+
+// ucxSettings merges ucxnet's defaults (skipping those the environment
+// sets) with the user's settings.
+func ucxSettings(user map[string]string) []progress.Setting {
+	var out []progress.Setting
+	for _, s := range ucxDefaults {
+		if _, set := os.LookupEnv("UCX_" + s.Name); set {
+			continue
+		}
+		seg := segmentNamed(s.Name)
+		if (s.Name == "MM_ERROR_HANDLING" || seg == &shmSegment) && !sharedMemoryEnabled(os.Getenv("UCX_TLS")) ||
+			seg == &tcpSegment && !tcpEnabled(os.Getenv("UCX_TLS")) {
+			continue // UCX warns about settings of components it did not load
+		}
+		if seg != nil && seg.userValue(user) != "" {
+			continue // the user chose the segment size (maybe under another name)
+		}
+		if _, set := user[s.Name]; set {
+			continue
+		}
+		out = append(out, s)
+	}
+	keys := make([]string, 0, len(user))
+	for k := range user {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name := k
+		if seg := segmentNamed(k); seg != nil {
+			// UCX ignores some segment names through ucp_config_modify
+			// (see segments.go): pass the one it honours.
+			name = seg.names[0]
+		}
+		out = append(out, progress.Setting{Name: name, Value: user[k]})
+	}
+	return out
+}
+
+// EffectiveUCXDefaults returns the UCX settings ucxnet applies on top of
+// the environment (those the environment does not set itself), named as
+// UCX_* environment variables that would set them.
+func EffectiveUCXDefaults() map[string]string {
+	m := map[string]string{}
+	for _, s := range ucxSettings(nil) {
+		name := s.Name
+		if seg := segmentNamed(name); seg != nil {
+			name = seg.envName // the name UCX reads from the environment
+		}
+		m["UCX_"+name] = s.Value
+	}
+	return m
+}

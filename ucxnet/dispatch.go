@@ -1,0 +1,178 @@
+package ucxnet
+
+// Frame dispatch: what the engine reports, handed to the conns it is for
+// (the handshake frames to handshake.go).
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+// sendCtl sends a header-only frame to p.
+func (t *Transport) sendCtl(p *peer, h stream.Header) error {
+	hb := h.Bytes()
+	return p.use(func(ep engine.EP) error { return t.eng.Send(ep, hb[:], nil) })
+}
+
+// engineHandler receives the engine's event batches for a Transport (an
+// unexported type, so that the handler is no part of the public API).
+type engineHandler struct{ t *Transport }
+
+// HandleEvents implements progress.Handler. It runs on the engine
+// goroutine.
+func (h engineHandler) HandleEvents(evs []engine.Event) { h.t.handleEvents(evs) }
+
+func (t *Transport) handleEvents(evs []engine.Event) {
+	now := time.Now().UnixNano() // one clock read per batch, for liveness
+	for i := range evs {
+		ev := &evs[i]
+		switch ev.Kind {
+		case engine.Frame:
+			t.handleFrame(ev, now)
+		case engine.EPError:
+			t.handleEPError(ev.EP, ev.Err)
+		case engine.Done:
+			t.opDone(ev.Token, ev.Err)
+		default:
+			t.handleBad(ev)
+		}
+	}
+}
+
+// connFor returns the conn a frame names, if the frame came from the
+// endpoint that conn is bound to; frames for unknown conns and frames from
+// elsewhere are counted and get nil. A frame that arrives counts as a sign
+// of life of the conn's peer.
+func (t *Transport) connFor(h stream.Header, from uintptr, now int64) *Conn {
+	c := t.lookup(h.ConnID)
+	if c == nil {
+		t.stats.unknownConn.Add(1)
+		return nil
+	}
+	if c.from != from && !(c.from == 0 && (h.Kind == stream.KindAccept || h.Kind == stream.KindRefuse)) {
+		// Before its ACCEPT a dialed conn is bound to nothing: only that
+		// answer, from whoever, may bind it (handleHandshake).
+		t.stats.foreignFrames.Add(1)
+		return nil
+	}
+	if c.peer != nil {
+		c.peer.lastRecv.Store(now)
+	}
+	return c
+}
+
+// handleBad counts a frame UCX delivered but the C side could not take (a
+// rendezvous offer, an oversized header, or no memory for a copy). If it
+// was part of a conn's stream, that stream now has a gap that will never
+// fill: reset the conn rather than let it stall.
+func (t *Transport) handleBad(ev *engine.Event) {
+	t.stats.badFrames.Add(1)
+	h, err := stream.DecodeHeader(ev.Header())
+	if err != nil || (h.Kind != stream.KindData && h.Kind != stream.KindFin) {
+		return
+	}
+	if c := t.lookup(h.ConnID); c != nil && c.from == ev.From {
+		t.stats.protocolResets.Add(1)
+		c.abort(stream.RstProtocol, withDetail(ErrReset, "frame %d could not be received", h.Seq), rstIfOpen)
+	}
+}
+
+func (t *Transport) handleFrame(ev *engine.Event, now int64) {
+	t.stats.framesIn.Add(1)
+	h, err := stream.DecodeHeader(ev.Header())
+	if err != nil {
+		t.stats.badFrames.Add(1)
+		return
+	}
+	if ev.DataLen != len(ev.Data) {
+		err = fmt.Errorf("payload of %d bytes arrived as %d", ev.DataLen, len(ev.Data))
+	}
+	if err == nil {
+		err = h.Validate(len(ev.Data), t.cfg.EagerMax)
+	}
+	if err != nil {
+		t.stats.badFrames.Add(1)
+		if h.ConnID != 0 && h.Kind != stream.KindConnect {
+			if c := t.lookup(h.ConnID); c != nil && c.from == ev.From {
+				t.stats.protocolResets.Add(1)
+				c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err), rstIfOpen)
+			}
+		}
+		return
+	}
+	t.stats.bytesIn.Add(uint64(len(ev.Data)))
+	if h.Kind == stream.KindConnect {
+		t.handleConnect(ev.Data, ev.From)
+		return
+	}
+	if c := t.lookup(h.ConnID); c != nil && c.from == 0 && ev.From != 0 && c.stashEarly(h, ev) {
+		return // arrived before the ACCEPT that says where it may come from
+	}
+	c := t.connFor(h, ev.From, now)
+	if c == nil {
+		return
+	}
+	switch h.Kind {
+	case stream.KindAccept, stream.KindRefuse:
+		c.handleHandshake(h, ev.Data, ev.From)
+		c.replayEarly()
+	case stream.KindAuth:
+		c.handleAuth(h, ev.Data)
+	default:
+		c.handleFrame(h, ev)
+	}
+}
+
+// errEngineClosed ends the operations still waiting when the engine is
+// gone.
+var errEngineClosed = errors.New("ucxnet: engine closed with the operation unfinished")
+
+// endpointWhy is the reason an endpoint failure gives its conns.
+func endpointWhy(err error) string {
+	if err == nil {
+		return "endpoint failed"
+	}
+	s := err.Error()
+	if rest, ok := strings.CutPrefix(s, "ucx: endpoint: "); ok {
+		return rest
+	}
+	return s
+}
+
+// handleEPError fails every conn on a failed endpoint and closes it.
+func (t *Transport) handleEPError(ep engine.EP, why error) {
+	t.stats.peerFailures.Add(1)
+	t.mu.Lock()
+	p := t.peersByEP[ep]
+	t.mu.Unlock()
+	if p == nil {
+		// Already closed by us: UCX reports the failure of an endpoint
+		// being closed; nothing is left to do.
+		return
+	}
+	t.failPeer(p, endpointWhy(why))
+}
+
+// failPeer fails every conn to p and force-closes p's endpoint, which
+// cancels what UCX still has queued on it.
+func (t *Transport) failPeer(p *peer, why string) { t.failPeerClose(p, why, true) }
+
+// failPeerClose fails every conn to p and closes p's endpoint, forced or
+// not.
+func (t *Transport) failPeerClose(p *peer, why string, force bool) {
+	t.mu.Lock()
+	conns := make([]*Conn, 0, len(p.conns))
+	for _, c := range p.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.peerFailed(why)
+	}
+	t.closePeer(p, force)
+}

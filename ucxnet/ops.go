@@ -1,0 +1,111 @@
+package ucxnet
+
+// Resources a Transport lends its conns: recycled read buffers, and the
+// tokens of UCX operations (flushes, zero-copy sends) whose end an event
+// reports.
+
+import (
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/engine"
+)
+
+// maxFreeBufs bounds the recycled read buffers a transport keeps.
+const maxFreeBufs = 256
+
+// getBuf returns an empty buffer of capacity holdMin for coalescing small
+// payloads.
+func (t *Transport) getBuf() []byte {
+	t.bufMu.Lock()
+	if n := len(t.bufs); n > 0 {
+		b := t.bufs[n-1]
+		t.bufs[n-1] = nil
+		t.bufs = t.bufs[:n-1]
+		t.bufMu.Unlock()
+		return b[:0]
+	}
+	t.bufMu.Unlock()
+	return make([]byte, 0, t.holdMin)
+}
+
+// putBuf recycles a read buffer that Read has emptied, if it is one of
+// getBuf's (whole: never resliced from the front).
+func (t *Transport) putBuf(b []byte) {
+	if cap(b) != t.holdMin {
+		return
+	}
+	t.bufMu.Lock()
+	if len(t.bufs) < maxFreeBufs {
+		t.bufs = append(t.bufs, b[:0])
+	}
+	t.bufMu.Unlock()
+}
+
+// newOp registers a UCX operation (a flush or a zero-copy send) that
+// reports its end with an event carrying token.
+func (t *Transport) newOp() (token uint64, done <-chan error) {
+	ch := make(chan error, 1)
+	t.opMu.Lock()
+	t.opSeq++
+	token = t.opSeq
+	t.ops[token] = ch
+	t.opMu.Unlock()
+	return token, ch
+}
+
+// forgetOp drops an operation that will not (or need not) report its end.
+func (t *Transport) forgetOp(token uint64) {
+	t.opMu.Lock()
+	delete(t.ops, token)
+	t.opMu.Unlock()
+}
+
+// opDone delivers an operation's end (engine goroutine).
+func (t *Transport) opDone(token uint64, err error) {
+	t.opMu.Lock()
+	ch := t.ops[token]
+	delete(t.ops, token)
+	t.opMu.Unlock()
+	if ch != nil {
+		ch <- err
+	}
+}
+
+// failOps ends every operation still registered with st: after the engine
+// closed, no event will end them.
+func (t *Transport) failOps(err error) {
+	t.opMu.Lock()
+	ops := t.ops
+	t.ops = make(map[uint64]chan error)
+	t.opMu.Unlock()
+	for _, ch := range ops {
+		ch <- err
+	}
+}
+
+// flush waits until every send issued so far on p's endpoint is handed to
+// the transport, or timeout passes.
+func (t *Transport) flush(p *peer, timeout time.Duration) error {
+	token, ch := t.newOp()
+	var done bool
+	err := p.use(func(ep engine.EP) (err error) {
+		done, err = t.eng.Flush(ep, token)
+		return err
+	})
+	if done || err != nil {
+		t.forgetOp(token)
+		return err
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case st := <-ch:
+		if st != nil {
+			return withDetail(ErrReset, "flush: %v", st)
+		}
+		return nil
+	case <-timer.C:
+		t.forgetOp(token)
+		return timeoutError{}
+	}
+}

@@ -1,0 +1,69 @@
+package ucxnet
+
+// A Transport's counters.
+
+import (
+	"sync/atomic"
+)
+
+// counters are a Transport's statistics.
+type counters struct {
+	dials, accepts, refused                         atomic.Uint64
+	framesIn, bytesIn, framesOut, bytesOut          atomic.Uint64
+	badFrames, unknownConn, duplicates, resetsSent  atomic.Uint64
+	resetsRecv, protocolResets, peerFailures, conns atomic.Uint64
+	authFailures, stalledPeers                      atomic.Uint64
+	foreignFrames, pingsSent, keepAliveFailures     atomic.Uint64
+	idleClosed                                      atomic.Uint64
+}
+
+// Stats are a Transport's counters.
+type Stats struct {
+	Dials          uint64 // dials started
+	Accepts        uint64 // conns accepted into a listener's queue
+	Refused        uint64 // CONNECTs refused (no listener, backlog full, failed authentication)
+	FramesIn       uint64 // frames received
+	BytesIn        uint64 // payload bytes received
+	FramesOut      uint64 // data frames sent
+	BytesOut       uint64 // payload bytes sent
+	BadFrames      uint64 // frames dropped as malformed
+	UnknownConn    uint64 // frames for conn ids this transport does not have
+	Duplicates     uint64 // duplicate frames dropped
+	ResetsSent     uint64 // RST frames sent
+	ResetsReceived uint64 // RST frames received
+	ProtocolResets uint64 // conns reset because the peer broke the protocol
+	PeerFailures   uint64 // endpoints UCX reported as failed
+	AuthFailures   uint64 // handshakes refused for a wrong or missing pre-shared key
+	OpenConns      uint64 // conns in the conn table now
+	Peers          uint64 // endpoints now
+	InflightSends  uint64 // sends whose buffers UCX still owns
+	ZeroCopyFrames uint64 // data frames sent straight from the writer's memory (see Config.CopyWrites)
+	StalledPeers   uint64 // endpoints force-closed because the peer stopped draining a zero-copy send
+	// ForeignFrames counts frames dropped because they named a conn but
+	// came from another endpoint than the one the conn was made with.
+	ForeignFrames     uint64
+	PingsSent         uint64 // keepalive probes sent (see Config.KeepAlive)
+	KeepAliveFailures uint64 // peers taken for dead because they stayed silent past KeepAlive
+	IdlePeersClosed   uint64 // endpoints closed because no conn used them
+}
+
+// Stats returns the transport's counters.
+func (t *Transport) Stats() Stats {
+	s := &t.stats
+	t.mu.RLock()
+	open, peers := len(t.conns), len(t.peers)
+	t.mu.RUnlock()
+	es := t.eng.Stats()
+	return Stats{
+		Dials: s.dials.Load(), Accepts: s.accepts.Load(), Refused: s.refused.Load(),
+		FramesIn: s.framesIn.Load(), BytesIn: s.bytesIn.Load(),
+		FramesOut: s.framesOut.Load(), BytesOut: s.bytesOut.Load(),
+		BadFrames: s.badFrames.Load(), UnknownConn: s.unknownConn.Load(),
+		Duplicates: s.duplicates.Load(), ResetsSent: s.resetsSent.Load(),
+		ResetsReceived: s.resetsRecv.Load(), ProtocolResets: s.protocolResets.Load(),
+		PeerFailures: s.peerFailures.Load(), AuthFailures: s.authFailures.Load(), OpenConns: uint64(open), Peers: uint64(peers),
+		InflightSends: es.Inflight, ZeroCopyFrames: es.ZCFrames, StalledPeers: s.stalledPeers.Load(),
+		ForeignFrames: s.foreignFrames.Load(), PingsSent: s.pingsSent.Load(),
+		KeepAliveFailures: s.keepAliveFailures.Load(), IdlePeersClosed: s.idleClosed.Load(),
+	}
+}

@@ -1,0 +1,235 @@
+package ucxnet
+
+// The write side of a Conn: Write, flow control towards the peer, and
+// zero-copy sends.
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+func (c *Conn) sendWindow(limit uint64) {
+	_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindWindow, ConnID: c.remoteID, Aux: limit})
+}
+
+// Write writes data to the conn. It returns once all of b is handed to UCX
+// and UCX is done with b — taken by the transport inline, copied into
+// C-owned buffers that the send owns until it completes, or (over shared
+// memory, for ZeroCopyMin bytes or more) sent straight from b, pinned until
+// UCX reports it sent: b may be reused at once — or with an error, in
+// which case n says how many bytes were sent (on a reset conn, at least
+// that many may have reached the peer). Write blocks while the
+// peer's receive window is full; the deadline is checked before each part
+// is committed to UCX.
+func (c *Conn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	n := 0
+	c.mu.Lock()
+	for {
+		if c.closed {
+			c.mu.Unlock()
+			return n, c.opErr("write", net.ErrClosed)
+		}
+		if c.werr != nil {
+			err := c.werr
+			c.mu.Unlock()
+			return n, c.opErr("write", err)
+		}
+		if c.wshut {
+			c.mu.Unlock()
+			return n, c.opErr("write", ErrWriteAfterShutdown)
+		}
+		dl := c.writeDeadline.wait()
+		if isClosedChan(dl) {
+			c.mu.Unlock()
+			return n, c.opErr("write", os.ErrDeadlineExceeded)
+		}
+		if n == len(b) {
+			c.mu.Unlock()
+			return n, nil
+		}
+		avail := c.swin.Available()
+		if avail == 0 {
+			cond := c.wcond
+			c.wwait++
+			c.mu.Unlock()
+			select {
+			case <-cond:
+			case <-dl:
+			case <-c.closedCh:
+			}
+			c.mu.Lock()
+			c.wwait--
+			continue
+		}
+		chunk := min(avail, len(b)-n)
+		c.mu.Unlock()
+
+		if c.peer.unflushed.Load() >= peerBufferMax {
+			if err := c.drainPeer(dl); err != nil {
+				if err == os.ErrDeadlineExceeded || err == net.ErrClosed {
+					return n, c.opErr("write", err)
+				}
+				c.mu.Lock()
+				if c.werr == nil {
+					c.werr = err
+				}
+				continue
+			}
+		}
+
+		h := stream.Header{Kind: stream.KindData, ConnID: c.remoteID}
+		hb := h.Bytes()
+		sp := c.peer.path(c.t)
+		frame := min(c.frame, sp.frame, c.peerSegs.limit(sp.kind))
+		var sent int
+		var err error
+		if sp.zeroCopy && chunk >= ZeroCopyMin {
+			sent, err = c.sendZeroCopy(hb[:], b[n:n+chunk], frame)
+		} else {
+			err = c.peer.use(func(ep engine.EP) (err error) {
+				sent, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], frame)
+				return err
+			})
+		}
+		frames := (sent + frame - 1) / frame
+		c.seq += uint64(frames)
+		c.peer.unflushed.Add(int64(sent))
+		c.t.stats.framesOut.Add(uint64(frames))
+		c.t.stats.bytesOut.Add(uint64(sent))
+		n += sent
+
+		c.mu.Lock()
+		c.swin.Consume(sent)
+		if err != nil && c.werr == nil {
+			c.werr = withDetail(ErrReset, "%v", err)
+		}
+	}
+}
+
+// peerBufferMax bounds the payload bytes sent to one peer since UCX last
+// confirmed it had finished every send to it: past it, writers to that peer
+// wait for a flush. UCX buffers sends it cannot start (a full socket, a
+// peer that stopped progressing) in C memory; the receive windows bound
+// each conn, this bounds a peer's conns together.
+const peerBufferMax = 64 << 20
+
+// drainPeer waits until UCX has finished every send to c's peer (a flush),
+// the write deadline dl passes (os.ErrDeadlineExceeded) or c is closed
+// (net.ErrClosed). Called with c.wmu held.
+func (c *Conn) drainPeer(dl <-chan struct{}) error {
+	t, p := c.t, c.peer
+	token, ch := t.newOp()
+	var done bool
+	err := p.use(func(ep engine.EP) (err error) {
+		done, err = t.eng.Flush(ep, token)
+		return err
+	})
+	if done || err != nil {
+		t.forgetOp(token)
+		if err != nil {
+			return withDetail(ErrReset, "%v", err)
+		}
+		p.unflushed.Store(0)
+		return nil
+	}
+	select {
+	case st := <-ch:
+		if st != nil {
+			return withDetail(ErrReset, "flush: %v", st)
+		}
+		p.unflushed.Store(0)
+		return nil
+	case <-dl:
+		t.forgetOp(token)
+		return os.ErrDeadlineExceeded
+	case <-c.closedCh:
+		t.forgetOp(token)
+		return net.ErrClosed
+	}
+}
+
+// sendZeroCopy sends p as frames straight from p's memory and waits until
+// UCX is done with it: p is pinned meanwhile, and Write's caller may reuse
+// it as soon as Write returns. If the send fails, none of p counts as
+// sent: the conn is broken, and some of p may not have gone out. Called
+// with c.wmu held.
+func (c *Conn) sendZeroCopy(hdr, p []byte, frame int) (sent int, err error) {
+	var pin runtime.Pinner
+	pin.Pin(&p[0])
+	defer pin.Unpin()
+	token, done := c.t.newOp()
+	var wait bool
+	err = c.peer.use(func(ep engine.EP) (err error) {
+		sent, wait, err = c.t.eng.SendFramesZC(ep, hdr, seqOffset, lenOffset, c.seq, p, frame, token)
+		return err
+	})
+	if !wait {
+		c.t.forgetOp(token)
+		return sent, err
+	}
+	if st := c.waitZeroCopy(done); st != nil {
+		if err == nil {
+			err = st
+		}
+		return 0, err
+	}
+	return sent, err
+}
+
+// zeroCopyGrace is how long a zero-copy send may stay unfinished after the
+// write deadline passed or the conn was closed before the peer is taken
+// for hung.
+const zeroCopyGrace = 2 * time.Second
+
+// waitZeroCopy waits until UCX has finished a zero-copy send. UCX finishes
+// an eager send without the peer application's help — only the peer's
+// progress engine must drain the transport, and a dead peer fails the
+// send — so the data is committed and the wait normally takes
+// microseconds, whatever the deadline. But a peer process that is stopped
+// or hung neither drains nor fails: once the write deadline has passed (or
+// the conn is closed) and zeroCopyGrace more has gone by, its endpoint is
+// force-closed, which cancels the send (UCX never reads the writer's
+// memory again) and resets every conn to that peer.
+func (c *Conn) waitZeroCopy(done <-chan error) error {
+	var grace <-chan time.Time
+	closed := c.closedCh
+	for {
+		var dl chan struct{}
+		if grace == nil {
+			dl = c.writeDeadline.wait()
+		}
+		select {
+		case st := <-done:
+			return st
+		case <-dl:
+		case <-closed:
+		case <-grace:
+			if !isClosedChan(c.closedCh) && !c.writeDeadline.expired() {
+				grace = nil // the deadline was moved on: wait for it again
+				closed = c.closedCh
+				continue
+			}
+			c.t.stats.stalledPeers.Add(1)
+			c.t.failPeer(c.peer, fmt.Sprintf("it did not drain a send for %v past the write deadline or close", zeroCopyGrace))
+			return <-done
+		}
+		if grace == nil && (isClosedChan(dl) || isClosedChan(closed)) {
+			grace = time.After(zeroCopyGrace)
+			closed = nil
+		}
+	}
+}
+
+// Header offsets that SendFrames patches per frame (see stream.Header).
+const (
+	lenOffset = 4
+	seqOffset = 16
+)
