@@ -22,6 +22,7 @@ bench-server child with a private registry), for each transport of
   unix   a Unix domain socket
 
   - 64 B ping-pong round trip, p50 and p99, one conn;
+  - 64 B ping-pong on 16 conns at once: round trips/s of all together;
   - streaming throughput, one conn and 16 conns, for each write size of
     --sizes (the server acknowledges the byte count at the end, so the
     time covers delivery);
@@ -72,6 +73,7 @@ type benchOptions struct {
 const (
 	benchPingSize    = 64
 	benchStreamConns = 16
+	benchPingConns   = 16
 	benchHTTPHigh    = 32
 )
 

@@ -51,6 +51,7 @@ func (r *benchReport) row(key, label, unit, better string) *benchRow {
 func (r *benchReport) benchRows(sizes []int) {
 	r.row("rtt_p50_us", "64 B round trip p50", "µs", "lower")
 	r.row("rtt_p99_us", "64 B round trip p99", "µs", "lower")
+	r.row(pingConnsKey(benchPingConns), fmt.Sprintf("64 B ping-pong, %d conns", benchPingConns), "rt/s", "higher")
 	for _, s := range sizes {
 		r.row(streamKey(s, 1), fmt.Sprintf("stream %s writes, 1 conn", fmtSize(s)), "MB/s", "higher")
 		r.row(streamKey(s, benchStreamConns), fmt.Sprintf("stream %s writes, %d conns", fmtSize(s), benchStreamConns), "MB/s", "higher")
@@ -63,6 +64,8 @@ func (r *benchReport) benchRows(sizes []int) {
 func streamKey(size, conns int) string {
 	return fmt.Sprintf("stream_%s_%dconn_mbps", fmtSize(size), conns)
 }
+
+func pingConnsKey(conns int) string { return fmt.Sprintf("pingpong_%dconn_rtps", conns) }
 
 func httpKey(clients int) string { return fmt.Sprintf("http_%dclient_rps", clients) }
 
@@ -155,7 +158,7 @@ func printBench(w io.Writer, r *benchReport, el time.Duration) {
 	if hasUCX && len(others) > 0 {
 		fmt.Fprintf(w, "(ucx vs X: >1x means ucx is better: for latency and CPU it is X/ucx, i.e. \"x faster\" / \"x less CPU\"; for rates ucx/X)\n")
 	}
-	fmt.Fprintf(w, "(MB/s = 10^6 bytes/s; streams are acknowledged by the server, so they time delivery; CPU is user+sys of both processes)\n")
+	fmt.Fprintf(w, "(MB/s = 10^6 bytes/s; rt/s = round trips/s of all conns together; streams are acknowledged by the server, so they time delivery; CPU is user+sys of both processes)\n")
 	for _, t := range r.Transports {
 		if c := r.CPU[t]; c != nil {
 			fmt.Fprintf(w, "  %-5s streamed %.2f GB: client %.2f s CPU, server %.2f s CPU\n", t, float64(c.Bytes)/1e9, c.ClientSec, c.ServerSec)
@@ -177,6 +180,8 @@ func fmtValue(v float64, unit string) string {
 		return fmt.Sprintf("%.1f µs", v)
 	case "MB/s":
 		return fmt.Sprintf("%.0f MB/s", v)
+	case "rt/s":
+		return fmt.Sprintf("%.0f rt/s", v)
 	case "req/s":
 		return fmt.Sprintf("%.0f req/s", v)
 	case "s/GB":

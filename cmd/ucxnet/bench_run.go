@@ -155,6 +155,12 @@ func (b *benchTransport) run(ctx context.Context, rep *benchReport, child *bench
 	}
 	rep.row("rtt_p50_us", "", "", "").Values[b.name] = us(p50)
 	rep.row("rtt_p99_us", "", "", "").Values[b.name] = us(p99)
+	b.prog(fmt.Sprintf("64 B ping-pongs over %d conns", benchPingConns))
+	rtps, err := b.pingPongConns(ctx, benchPingConns)
+	if err != nil {
+		return fmt.Errorf("ping-pongs over %d conns: %w", benchPingConns, err)
+	}
+	rep.row(pingConnsKey(benchPingConns), "", "", "").Values[b.name] = rtps
 
 	// Streaming, with the CPU time of both processes around it.
 	cu0, cs0, err := child.rusage()

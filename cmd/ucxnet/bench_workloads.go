@@ -55,6 +55,82 @@ func (b *benchTransport) pingPong(ctx context.Context) (p50, p99 time.Duration, 
 	return percentile(lat, 50), percentile(lat, 99), nil
 }
 
+// pingPongConns runs 64 B ping-pongs on conns echo conns at once for
+// b.dur, after a warm-up, and returns the aggregate round trips per second.
+func (b *benchTransport) pingPongConns(ctx context.Context, conns int) (float64, error) {
+	cs := make([]net.Conn, 0, conns)
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	for range conns {
+		c, err := b.dial(ctx, svcEcho)
+		if err != nil {
+			return 0, err
+		}
+		c.SetDeadline(time.Now().Add(b.dur + 30*time.Second))
+		cs = append(cs, c)
+	}
+	var (
+		stop  atomic.Bool
+		count atomic.Int64
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	fail := func(err error) {
+		errMu.Lock()
+		first = cmpOr(first, err)
+		errMu.Unlock()
+		stop.Store(true)
+	}
+	run := func(c net.Conn, warm int) {
+		defer wg.Done()
+		msg := make([]byte, benchPingSize)
+		buf := make([]byte, benchPingSize)
+		var n int64
+		for i := 0; warm > 0 && i < warm || warm == 0 && !stop.Load(); i++ {
+			if _, err := c.Write(msg); err != nil {
+				fail(err)
+				return
+			}
+			if _, err := io.ReadFull(c, buf); err != nil {
+				fail(err)
+				return
+			}
+			n++
+		}
+		if warm == 0 {
+			count.Add(n)
+		}
+	}
+	for _, c := range cs { // warm-up
+		wg.Add(1)
+		go run(c, 100)
+	}
+	wg.Wait()
+	if first != nil {
+		return 0, first
+	}
+	start := time.Now()
+	timer := time.AfterFunc(b.dur, func() { stop.Store(true) })
+	defer timer.Stop()
+	for _, c := range cs {
+		wg.Add(1)
+		go run(c, 0)
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if first != nil {
+		return 0, first
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return float64(count.Load()) / el.Seconds(), nil
+}
+
 // closeWriter is a conn that can shut down its writing side.
 type closeWriter interface {
 	CloseWrite() error
