@@ -44,7 +44,7 @@ func TestBench(t *testing.T) {
 		t.Errorf("transports %v, sizes %v; want [ucx tcp], [65536]", rep.Transports, rep.Sizes)
 	}
 	want := []string{
-		"rtt_p50_us", "rtt_p99_us",
+		"rtt_p50_us", "rtt_p99_us", "pingpong_16conn_rtps",
 		"stream_64KiB_1conn_mbps", "stream_64KiB_16conn_mbps",
 		"http_1client_rps", "http_32client_rps",
 		"cpu_s_per_gb",

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime/pprof"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/ucxnet"
+)
+
+func runBench(ctx context.Context, sio *stdio, o benchOptions) error {
+	err := runBench1(ctx, sio, o)
+	if err != nil && ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	return err
+}
+
+func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
+	t0 := time.Now()
+	rep := &benchReport{
+		UCXVersion: progress.Version(),
+		UCXTLS:     os.Getenv("UCX_TLS"),
+		Duration:   o.duration.String(),
+		Transports: o.transports,
+		Sizes:      o.sizes,
+		CPU:        map[string]*cpu{},
+	}
+	rep.benchRows(o.sizes)
+	prog := &progressLine{w: sio.Err}
+	defer prog.clear()
+
+	dir, spec, reg, err := privateRegistry("ucxnet-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	prog.set("starting the server process")
+	child, err := startBenchServer(ctx, sio, spec, dir, o.transports)
+	if err != nil {
+		return err
+	}
+	defer child.stop()
+	// A signal ends the run: killing the child unblocks whatever waits on
+	// it.
+	stopWatch := context.AfterFunc(ctx, child.kill)
+	defer stopWatch()
+
+	var ut *ucxnet.Transport
+	for _, tr := range o.transports {
+		if tr == "ucx" {
+			if ut, err = ucxnet.NewTransport(ucxnet.Config{Registry: reg}); err != nil {
+				return err
+			}
+			defer ut.Close()
+		}
+	}
+
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	for _, tr := range o.transports {
+		b := &benchTransport{
+			name: tr, addrs: child.addrs[tr], ut: ut, dur: o.duration,
+			prog: func(what string) { prog.set("%s: %s", tr, what) },
+		}
+		if err := b.run(ctx, rep, child, o.sizes); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%s: %w", tr, err)
+		}
+		if tr == "ucx" {
+			rep.UCXVia = b.via
+		}
+	}
+
+	if o.perftest {
+		if path, err := exec.LookPath("ucx_perftest"); err == nil {
+			rep.Perftest = runPerftest(ctx, path, o, rep, func(what string) { prog.set("ucx_perftest: %s", what) })
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		} else {
+			rep.Perftest = &perftestReport{Error: "ucx_perftest is not on PATH"}
+		}
+	}
+	prog.clear()
+
+	if o.json {
+		enc := json.NewEncoder(sio.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printBench(sio.Out, rep, time.Since(t0))
+	return nil
+}
+
+// benchTransport runs the measurements of one transport.
+type benchTransport struct {
+	name  string
+	addrs map[string]string // service → address
+	ut    *ucxnet.Transport
+	dur   time.Duration
+	prog  func(string)
+	via   []string // ucx: UCX transports of the conns
+}
+
+func (b *benchTransport) dial(ctx context.Context, svc string) (net.Conn, error) {
+	addr, ok := b.addrs[svc]
+	if !ok {
+		return nil, fmt.Errorf("server has no %s listener", svc)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	switch b.name {
+	case "ucx":
+		d := ucxnet.Dialer{Transport: b.ut}
+		c, err := d.DialContext(ctx, "ucx", addr)
+		if err == nil && b.via == nil {
+			b.via = c.(*ucxnet.Conn).Transports()
+		}
+		return c, err
+	case "tcp":
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	default:
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", addr)
+	}
+}
+
+func (b *benchTransport) run(ctx context.Context, rep *benchReport, child *benchChild, sizes []int) error {
+	// Round trips.
+	b.prog("64 B round trips")
+	p50, p99, err := b.pingPong(ctx)
+	if err != nil {
+		return fmt.Errorf("round trips: %w", err)
+	}
+	rep.row("rtt_p50_us", "", "", "").Values[b.name] = us(p50)
+	rep.row("rtt_p99_us", "", "", "").Values[b.name] = us(p99)
+	b.prog(fmt.Sprintf("64 B ping-pongs over %d conns", benchPingConns))
+	rtps, err := b.pingPongConns(ctx, benchPingConns)
+	if err != nil {
+		return fmt.Errorf("ping-pongs over %d conns: %w", benchPingConns, err)
+	}
+	rep.row(pingConnsKey(benchPingConns), "", "", "").Values[b.name] = rtps
+
+	// Streaming, with the CPU time of both processes around it.
+	cu0, cs0, err := child.rusage()
+	if err != nil {
+		return err
+	}
+	pu0, ps0 := selfRusage()
+	var total int64
+	for _, size := range sizes {
+		for _, conns := range []int{1, benchStreamConns} {
+			b.prog(fmt.Sprintf("streaming %s writes over %d conn(s)", fmtSize(size), conns))
+			n, el, err := b.stream(ctx, size, conns)
+			if err != nil {
+				return fmt.Errorf("streaming %s writes over %d conns: %w", fmtSize(size), conns, err)
+			}
+			total += n
+			rep.row(streamKey(size, conns), "", "", "").Values[b.name] = float64(n) / el.Seconds() / 1e6
+		}
+	}
+	pu1, ps1 := selfRusage()
+	cu1, cs1, err := child.rusage()
+	if err != nil {
+		return err
+	}
+	c := &cpu{
+		ClientSec: (pu1 - pu0 + ps1 - ps0).Seconds(),
+		ServerSec: (cu1 - cu0 + cs1 - cs0).Seconds(),
+		Bytes:     total,
+	}
+	rep.CPU[b.name] = c
+	if total > 0 {
+		rep.row("cpu_s_per_gb", "", "", "").Values[b.name] = (c.ClientSec + c.ServerSec) / (float64(total) / 1e9)
+	}
+
+	// HTTP.
+	for _, clients := range []int{1, benchHTTPHigh} {
+		b.prog(fmt.Sprintf("HTTP with %d client(s)", clients))
+		rps, err := b.http(ctx, clients)
+		if err != nil {
+			return fmt.Errorf("HTTP with %d clients: %w", clients, err)
+		}
+		rep.row(httpKey(clients), "", "", "").Values[b.name] = rps
+	}
+	return nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
