@@ -92,6 +92,10 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		return nil, opErr(err)
 	}
 	c := newConn(t, nil, Addr{}, raddr, t.cfg.Window)
+	c.auth = &authState{psk: psk, name: e.Name}
+	if psk != nil {
+		c.auth.nd = newNonce()
+	}
 	if err := t.attach(e.Address, c, true); err != nil {
 		if err == ErrTransportClosed {
 			return nil, opErr(err)
@@ -99,10 +103,6 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		return nil, opErr(withDetail(ErrRefused, "%v", err))
 	}
 	c.laddr = Addr{Name: t.name + "#" + formatID(c.id)}
-	c.auth = &authState{psk: psk, name: e.Name}
-	if psk != nil {
-		c.auth.nd = newNonce()
-	}
 	if err := t.sendConnect(c, e.Name); err != nil {
 		c.fail(err)
 		return nil, opErr(withDetail(ErrRefused, "sending CONNECT: %v", err))
