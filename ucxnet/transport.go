@@ -90,8 +90,8 @@ func newTransport(cfg Config, start startEngine) (*Transport, error) {
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
-	if cfg.Window > 1<<31-1 {
-		cfg.Window = 1<<31 - 1
+	if cfg.Window > stream.MaxWindow {
+		cfg.Window = stream.MaxWindow
 	}
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = DefaultBacklog
