@@ -244,3 +244,17 @@ func TestMemDialNoAnswer(t *testing.T) {
 	require.True(t, errors.Is(err, syscall.ECONNREFUSED), "%v", err)
 	require.ErrorContains(t, err, "no answer")
 }
+
+// A configured window above stream.MaxWindow is clamped, not sent in a
+// Hello that the peer would refuse as malformed.
+func TestMemWindowClamped(t *testing.T) {
+	p := newMemPair(t, Config{Window: 1 << 30})
+	require.Equal(t, stream.MaxWindow, p.client.cfg.Window)
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	go c.Write([]byte("fits"))
+	buf := make([]byte, 4)
+	_, err := io.ReadFull(s, buf)
+	require.NoError(t, err)
+}
