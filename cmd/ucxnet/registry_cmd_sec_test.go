@@ -48,6 +48,17 @@ func startRegistry(t *testing.T, ctx context.Context, env []string, args ...stri
 	return strings.TrimSpace(strings.TrimPrefix(line, "listening on ")), &srvErr
 }
 
+// eventuallyContains waits up to 10 s for b to contain s: the child's
+// stderr reaches b through a copying goroutine, maybe after its stdout line.
+func eventuallyContains(b *lockedBuffer, s string) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if strings.Contains(b.String(), s) {
+			return true
+		}
+	}
+	return false
+}
+
 func getStatus(t *testing.T, c *http.Client, url, token string) int {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -75,7 +86,7 @@ func TestRegistryDefaultToken(t *testing.T) {
 	env := []string{"HOME=" + home, "XDG_STATE_HOME=", registry.EnvRegistryToken + "=", registry.EnvRegistryTokenFile + "="}
 	base, srvErr := startRegistry(t, ctx, env, "--listen", "127.0.0.1:0", "-q")
 	path := filepath.Join(home, ".local", "state", "ucxnet", "registry-token")
-	if !strings.Contains(srvErr.String(), "new token written to "+path) {
+	if !eventuallyContains(srvErr, "new token written to "+path) {
 		t.Errorf("registry does not say where the token is:\n%s", srvErr.String())
 	}
 	fi, err := os.Stat(path)
@@ -117,7 +128,7 @@ func TestRegistryDefaultToken(t *testing.T) {
 
 	// A second start reuses the file.
 	_, srvErr2 := startRegistry(t, ctx, env, "--listen", "127.0.0.1:0", "-q")
-	if !strings.Contains(srvErr2.String(), "token from "+path) {
+	if !eventuallyContains(srvErr2, "token from "+path) {
 		t.Errorf("second start:\n%s", srvErr2.String())
 	}
 
