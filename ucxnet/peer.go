@@ -34,7 +34,8 @@ type peer struct {
 	idleSince time.Time
 	hadConns  bool
 
-	// unflushed counts payload bytes sent since the last flush that
+	// unflushed counts payload bytes UCX did not send at once (it keeps
+	// copies of them) since the last flush that
 	// bounded what UCX may hold for this peer (Conn.boundPeerBuffer).
 	unflushed atomic.Int64
 }

@@ -72,7 +72,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		chunk := min(avail, len(b)-n)
 		c.mu.Unlock()
 
-		if c.peer.unflushed.Load() >= peerBufferMax {
+		if c.peer.unflushed.Load() >= peerBufferMax/4 && c.t.eng.Buffered() >= peerBufferMax {
 			if err := c.drainPeer(dl); err != nil {
 				if err == os.ErrDeadlineExceeded || err == net.ErrClosed {
 					return n, c.opErr("write", err)
@@ -95,13 +95,19 @@ func (c *Conn) Write(b []byte) (int, error) {
 			sent, err = c.sendZeroCopy(hb[:], b[n:n+chunk], frame)
 		} else {
 			err = c.peer.use(func(ep engine.EP) (err error) {
-				sent, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], frame)
+				var pending bool
+				sent, pending, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], frame)
+				if pending {
+					// UCX holds copies it could not send yet: count them
+					// against the peer's bound (sends done inline cost
+					// nothing there).
+					c.peer.unflushed.Add(int64(sent))
+				}
 				return err
 			})
 		}
 		frames := (sent + frame - 1) / frame
 		c.seq += uint64(frames)
-		c.peer.unflushed.Add(int64(sent))
 		c.t.stats.framesOut.Add(uint64(frames))
 		c.t.stats.bytesOut.Add(uint64(sent))
 		n += sent
@@ -114,11 +120,12 @@ func (c *Conn) Write(b []byte) (int, error) {
 	}
 }
 
-// peerBufferMax bounds the payload bytes sent to one peer since UCX last
-// confirmed it had finished every send to it: past it, writers to that peer
-// wait for a flush. UCX buffers sends it cannot start (a full socket, a
-// peer that stopped progressing) in C memory; the receive windows bound
-// each conn, this bounds a peer's conns together.
+// peerBufferMax bounds what UCX holds in C memory for sends it could not
+// start (a full socket or FIFO, a peer that stopped progressing): once the
+// engine holds that much, a writer whose peer has had a quarter of it
+// pending since its last flush waits for a flush of that peer first. The
+// receive windows bound each conn; this bounds a peer's conns together,
+// without slowing writers to peers that drain.
 const peerBufferMax = 64 << 20
 
 // drainPeer waits until UCX has finished every send to c's peer (a flush),

@@ -130,8 +130,10 @@ type Engine interface {
 	// SendFrames sends data as consecutive frames of at most frame bytes,
 	// header being a template into which frame i's sequence number
 	// (seq+i, 8 bytes LE at seqOff) and length (4 bytes LE at lenOff) are
-	// written. It returns how many bytes were handed on.
-	SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, err error)
+	// written. It returns how many bytes were handed on, and whether the
+	// engine still holds copies of some of them that it has not finished
+	// sending (pending: a full transport; they finish with progress).
+	SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending bool, err error)
 	// SendFramesZC is SendFrames without copying data: the caller keeps
 	// data pinned and unchanged until the engine is done with it — when
 	// it returns if wait is false, else when a Done event with token
@@ -142,6 +144,9 @@ type Engine interface {
 	// Transports names the transports and devices carrying ep, e.g.
 	// "posix/memory" or "tcp/lo" (nil: not known yet).
 	Transports(ep EP) []string
+	// Buffered returns the payload bytes of sends the engine holds copies
+	// of and has not finished (cheap: no lock).
+	Buffered() uint64
 	// Stats returns the engine's counters.
 	Stats() Stats
 	// Close stops the engine, giving what it still owns up to linger to

@@ -86,6 +86,8 @@ type Engine struct {
 	release []stream.Ref // held data to release at the next progress call
 	relBuf  []stream.Ref // the engine goroutine's swap buffer
 
+	buffered atomic.Uint64 // cucx Stats.InflightBytes after the last call into UCX
+
 	wakeups atomic.Uint64
 	batches atomic.Uint64
 }
@@ -157,8 +159,14 @@ func (e *Engine) locked(f func(w *cucx.Worker) error) error {
 	if e.closed {
 		return ErrClosed
 	}
-	return f(e.w)
+	err := f(e.w)
+	e.buffered.Store(e.w.Stats().InflightBytes)
+	return err
 }
+
+// Buffered returns the payload bytes in C-owned send buffers that UCX has
+// not finished sending, as of the last call into UCX.
+func (e *Engine) Buffered() uint64 { return e.buffered.Load() }
 
 // Pause stops the engine — progress and every call into UCX — until
 // resume is called: a peer whose process is stopped, for tests.
@@ -244,16 +252,16 @@ func (e *Engine) Send(ep engine.EP, header, data []byte) error {
 }
 
 // SendFrames sends data as consecutive frames (see cucx.Worker.SendFrames).
-func (e *Engine) SendFrames(ep engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, err error) {
+func (e *Engine) SendFrames(ep engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending bool, err error) {
 	u, err := uep(ep)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	err = e.do(func(w *cucx.Worker) error {
-		sent, _, err = w.SendFrames(u, header, seqOff, lenOff, seq, data, frame)
+		sent, pending, err = w.SendFrames(u, header, seqOff, lenOff, seq, data, frame)
 		return err
 	})
-	return sent, err
+	return sent, pending, err
 }
 
 // SendFramesZC sends data as consecutive frames from the caller's pinned
@@ -320,6 +328,7 @@ func (e *Engine) loop() {
 		rel := e.takeReleases()
 		e.mu.Lock()
 		evs, n = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
+		e.buffered.Store(e.w.Stats().InflightBytes)
 		e.mu.Unlock()
 		bulk := false
 		if len(evs) > 0 {

@@ -213,7 +213,12 @@ func (e *Engine) Send(x engine.EP, header, data []byte) error {
 }
 
 // SendFrames sends data as frames of at most frame bytes.
-func (e *Engine) SendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (int, error) {
+func (e *Engine) SendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (int, bool, error) {
+	n, err := e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
+	return n, false, err
+}
+
+func (e *Engine) sendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (int, error) {
 	if frame <= 0 {
 		return 0, errors.New("memengine: frame size must be positive")
 	}
@@ -235,7 +240,7 @@ func (e *Engine) SendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq 
 // SendFramesZC is SendFrames: the data is copied, so the caller never
 // waits.
 func (e *Engine) SendFramesZC(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int, token uint64) (int, bool, error) {
-	n, err := e.SendFrames(x, header, seqOff, lenOff, seq, data, frame)
+	n, err := e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
 	return n, false, err
 }
 
@@ -244,6 +249,9 @@ func (e *Engine) Release(...stream.Ref) {}
 
 // Transports names the in-memory transport.
 func (e *Engine) Transports(engine.EP) []string { return []string{"mem"} }
+
+// Buffered is 0: sends are delivered when made.
+func (e *Engine) Buffered() uint64 { return 0 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() engine.Stats {
