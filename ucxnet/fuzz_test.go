@@ -16,7 +16,9 @@ import (
 // addresses (ValidateAddress has its own fuzz target, in internal/cucx).
 func FuzzConnect(f *testing.F) {
 	key := []byte("correct horse battery staple")
-	p := newPair(f, Config{})
+	// The raw peer answers no keepalive PINGs: with the keepalive on, the
+	// listener would rightly take it for dead after KeepAlive.
+	p := newPair(f, Config{KeepAlive: -1})
 	name := pskListener(f, p, key).Addr().String()
 	raw := newRawPeer(f, p.server)
 	// One answered CONNECT first: UCX's wireup between the two workers is

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +22,9 @@ type rawPeer struct {
 	eng    *progress.Engine
 	ep     engine.EP
 	frames chan rawFrame
+	// ids maps the conn ids connect chose to the listener's ids for them:
+	// PING answers name the listener's, so that they count for this peer.
+	ids sync.Map
 }
 
 type rawFrame struct {
@@ -32,6 +36,15 @@ func (r *rawPeer) HandleEvents(evs []engine.Event) {
 	for i := range evs {
 		h, err := stream.DecodeHeader(evs[i].Header())
 		if err != nil {
+			continue
+		}
+		if h.Kind == stream.KindPing && h.Flags&stream.FlagReply == 0 {
+			// Answer keepalive probes, as a live peer's engine does:
+			// the conns the tests make by hand are to stay up.
+			if lid, ok := r.ids.Load(h.ConnID); ok {
+				pong := stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: lid.(uint64), Aux: h.Aux}.Bytes()
+				_ = r.eng.Send(r.ep, pong[:], nil)
+			}
 			continue
 		}
 		select {
@@ -79,6 +92,7 @@ func (r *rawPeer) connect(t *testing.T, name string, id uint64, window uint32) u
 			if f.h.Kind == stream.KindAccept && f.h.ConnID == id {
 				var reply stream.Hello
 				require.NoError(t, reply.UnmarshalBinary(f.data))
+				r.ids.Store(id, reply.ConnID)
 				return reply.ConnID
 			}
 			if f.h.Kind == stream.KindRefuse && f.h.ConnID == id {
