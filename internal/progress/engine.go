@@ -16,6 +16,7 @@ package progress
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -255,7 +256,6 @@ func (e *Engine) loop() {
 	// After a bulk frame the spin may be longer than cfg.Spin (spin.go).
 	// It never exceeds the idle timeout, whose wake-ups shrink it.
 	bs := newBulkSpin(e.cfg.Spin, min(e.cfg.SpinMax, e.cfg.IdleTimeout))
-	ym := newYieldMeter()
 	for !e.stopping.Load() {
 		var n int
 		rel := e.takeReleases()
@@ -276,7 +276,6 @@ func (e *Engine) loop() {
 		if s := e.submits.Load(); len(evs) > 0 || s != seen {
 			seen = s
 			last = time.Now()
-			ym.reset()
 			if bulk {
 				bs.frame(last)
 			}
@@ -284,10 +283,10 @@ func (e *Engine) loop() {
 		}
 		now := time.Now()
 		if now.Sub(last) < e.cfg.Spin || bs.spinning(now) {
-			if n != 0 || !ym.yield() {
-				continue
+			if n == 0 {
+				runtime.Gosched()
 			}
-			// Other goroutines are waiting for the CPU: sleep (yieldMeter).
+			continue
 		}
 		if bs.judge(now) {
 			continue // the window may have grown

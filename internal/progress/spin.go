@@ -1,9 +1,6 @@
 package progress
 
 import (
-	"os"
-	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/cucx"
@@ -121,50 +118,3 @@ func (b *bulkSpin) judge(now time.Time) bool {
 	}
 	return true
 }
-
-// yieldMeter is the spin loop's yield, timed. While the engine spins with
-// nothing to do it calls runtime.Gosched; when that returns at once the
-// processor was free, but when it took longer than threshold, other
-// goroutines ran meanwhile (or the OS ran another thread): the process is
-// CPU-bound, and spinning takes time from the work that will produce the
-// next frame. After need such yields in a row with no activity between,
-// the engine stops spinning and sleeps. threshold 0 never stops.
-//
-// Experimental: $UCXNET_SPIN_YIELD (a Go duration) sets threshold and
-// $UCXNET_SPIN_YIELD_N need (default 1); unset, it is off.
-type yieldMeter struct {
-	threshold time.Duration
-	need      int
-	busy      int // slow yields in a row since the last activity
-}
-
-func newYieldMeter() yieldMeter {
-	y := yieldMeter{need: 1}
-	if d, err := time.ParseDuration(os.Getenv("UCXNET_SPIN_YIELD")); err == nil && d > 0 {
-		y.threshold = d
-	}
-	if n, err := strconv.Atoi(os.Getenv("UCXNET_SPIN_YIELD_N")); err == nil && n > 0 {
-		y.need = n
-	}
-	return y
-}
-
-// yield yields the processor and reports whether the engine should stop
-// spinning.
-func (y *yieldMeter) yield() bool {
-	if y.threshold <= 0 {
-		runtime.Gosched()
-		return false
-	}
-	t0 := time.Now()
-	runtime.Gosched()
-	if time.Since(t0) <= y.threshold {
-		y.busy = 0
-		return false
-	}
-	y.busy++
-	return y.busy >= y.need
-}
-
-// reset records activity.
-func (y *yieldMeter) reset() { y.busy = 0 }
