@@ -266,7 +266,7 @@ func BenchmarkMultiProcess(b *testing.B) {
 	rounds := benchEnvInt("UCXGRPC_BENCH_ROUNDS", 5)
 	d := benchEnvDuration("UCXGRPC_BENCH_DURATION", 500*time.Millisecond)
 	type workload struct {
-		name, unit string
+		name, unit  string
 		lowerBetter bool
 		measure     func(testgrpc.TestServiceClient) (float64, error)
 	}
