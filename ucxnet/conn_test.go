@@ -131,7 +131,11 @@ func TestDeadline(t *testing.T) {
 }
 
 func TestNetTest(t *testing.T) {
-	p := newPair(t, Config{Window: 256 << 10})
+	runNetTest(t, newPair(t, Config{Window: 256 << 10}))
+}
+
+// runNetTest runs x/net/nettest's conformance suite over conns of p.
+func runNetTest(t *testing.T, p *pair) {
 	var mu sync.Mutex
 	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
 		mu.Lock()

@@ -125,30 +125,3 @@ func peerDeathCase(t *testing.T, tls, pattern string, zombie bool) {
 	_, err = d.Dial(Network, "victim")
 	require.True(t, errors.Is(err, syscall.ECONNREFUSED), "dial to the dead name: %v", err)
 }
-
-// startCmd starts a TestHelperProcess child and waits for its "ready" line.
-func startCmd(t *testing.T, cmd *exec.Cmd) *exec.Cmd {
-	t.Helper()
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line := make([]byte, 0, 64)
-	one := make([]byte, 1)
-	for {
-		n, err := out.Read(one)
-		require.NoError(t, err)
-		if n == 1 {
-			if one[0] == '\n' {
-				break
-			}
-			line = append(line, one[0])
-		}
-	}
-	require.Contains(t, string(line), "ready", "child said %q", line)
-	return cmd
-}

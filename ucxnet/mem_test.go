@@ -11,14 +11,12 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/net/nettest"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/engine/memengine"
@@ -67,14 +65,7 @@ func newMemPair(t testing.TB, cfg Config) *memPair {
 }
 
 func TestMemNetTest(t *testing.T) {
-	p := newMemPair(t, Config{Window: 256 << 10})
-	var mu sync.Mutex
-	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		c1, c2 = p.conns(t)
-		return c1, c2, func() { c1.Close(); c2.Close() }, nil
-	})
+	runNetTest(t, newMemPair(t, Config{Window: 256 << 10}).pair)
 }
 
 func TestMemPSK(t *testing.T) {

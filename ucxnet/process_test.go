@@ -85,6 +85,13 @@ func startChild(t *testing.T, dir, name string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v=false")
 	cmd.Env = append(os.Environ(), childEnv+"="+name, "UCXNET_REGISTRY=dir:"+dir, "GORACE=atexit_sleep_ms=0")
+	return startCmd(t, cmd)
+}
+
+// startCmd starts a TestHelperProcess child and waits for its "ready"
+// line; the test's cleanup kills it.
+func startCmd(t *testing.T, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = os.Stderr
