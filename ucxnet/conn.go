@@ -338,7 +338,7 @@ func (c *Conn) Close() error {
 		// Like SO_LINGER: wait (bounded) until UCX has handed what we
 		// sent to the transport, so that a process exiting right after
 		// Close does not take unsent frames with it.
-		_ = c.t.flush(c.peer, linger)
+		_ = c.t.flushWithin(c.peer, linger)
 	}
 	c.mu.Lock()
 	finished := c.rEOF || c.state != stateOpen

@@ -5,6 +5,7 @@ package ucxnet
 // reports.
 
 import (
+	"net"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
@@ -84,8 +85,9 @@ func (t *Transport) failOps(err error) {
 }
 
 // flush waits until every send issued so far on p's endpoint is handed to
-// the transport, or timeout passes.
-func (t *Transport) flush(p *peer, timeout time.Duration) error {
+// the transport, until expired is closed (timeoutError), or until stop is
+// closed (net.ErrClosed; a nil channel never is).
+func (t *Transport) flush(p *peer, expired, stop <-chan struct{}) error {
 	token, ch := t.newOp()
 	var done bool
 	err := p.use(func(ep engine.EP) (err error) {
@@ -96,16 +98,25 @@ func (t *Transport) flush(p *peer, timeout time.Duration) error {
 		t.forgetOp(token)
 		return err
 	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
 	select {
 	case st := <-ch:
 		if st != nil {
 			return withDetail(ErrReset, "flush: %v", st)
 		}
 		return nil
-	case <-timer.C:
+	case <-expired:
 		t.forgetOp(token)
 		return timeoutError{}
+	case <-stop:
+		t.forgetOp(token)
+		return net.ErrClosed
 	}
+}
+
+// flushWithin is flush with a timeout of d.
+func (t *Transport) flushWithin(p *peer, d time.Duration) error {
+	expired := make(chan struct{})
+	timer := time.AfterFunc(d, func() { close(expired) })
+	defer timer.Stop()
+	return t.flush(p, expired, nil)
 }

@@ -248,7 +248,7 @@ func (t *Transport) Close() error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = t.flush(p, t.cfg.Linger)
+				_ = t.flushWithin(p, t.cfg.Linger)
 			}()
 		}
 		wg.Wait()

@@ -4,10 +4,12 @@ package ucxnet
 // zero-copy sends.
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
@@ -132,35 +134,16 @@ const peerBufferMax = 64 << 20
 // the write deadline dl passes (os.ErrDeadlineExceeded) or c is closed
 // (net.ErrClosed). Called with c.wmu held.
 func (c *Conn) drainPeer(dl <-chan struct{}) error {
-	t, p := c.t, c.peer
-	token, ch := t.newOp()
-	var done bool
-	err := p.use(func(ep engine.EP) (err error) {
-		done, err = t.eng.Flush(ep, token)
-		return err
-	})
-	if done || err != nil {
-		t.forgetOp(token)
-		if err != nil {
-			return withDetail(ErrReset, "%v", err)
-		}
-		p.unflushed.Store(0)
-		return nil
+	err := c.t.flush(c.peer, dl, c.closedCh)
+	switch {
+	case err == nil:
+		c.peer.unflushed.Store(0)
+	case errors.As(err, new(timeoutError)):
+		err = os.ErrDeadlineExceeded
+	case err != net.ErrClosed && !errors.Is(err, syscall.ECONNRESET):
+		err = withDetail(ErrReset, "%v", err)
 	}
-	select {
-	case st := <-ch:
-		if st != nil {
-			return withDetail(ErrReset, "flush: %v", st)
-		}
-		p.unflushed.Store(0)
-		return nil
-	case <-dl:
-		t.forgetOp(token)
-		return os.ErrDeadlineExceeded
-	case <-c.closedCh:
-		t.forgetOp(token)
-		return net.ErrClosed
-	}
+	return err
 }
 
 // sendZeroCopy sends p as frames straight from p's memory and waits until
