@@ -1,5 +1,10 @@
 package ucxetcd
 
+// This file is the whole backend (about 650 lines): the Registry type, its
+// leases and keepers, Resolve/Instances with liveness, Watch and Close.
+// They share the one etcd client and its prefix; split, each part would
+// reach into the others' state.
+
 import (
 	"bytes"
 	"context"

@@ -1,3 +1,7 @@
+/* glue.c: every UCX callback and send path of package cucx (about 630
+ * lines). It stays one file because all of it shares the worker's event
+ * array, buffer pool and counters, which C would otherwise have to export
+ * between translation units. */
 #include "glue.h"
 
 #include <stdio.h>
