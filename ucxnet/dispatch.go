@@ -23,7 +23,7 @@ func (t *Transport) sendCtl(p *peer, h stream.Header) error {
 // unexported type, so that the handler is no part of the public API).
 type engineHandler struct{ t *Transport }
 
-// HandleEvents implements progress.Handler. It runs on the engine
+// HandleEvents implements engine.Handler. It runs on the engine
 // goroutine.
 func (h engineHandler) HandleEvents(evs []engine.Event) { h.t.handleEvents(evs) }
 
