@@ -249,3 +249,19 @@ func TestMemWindowClamped(t *testing.T) {
 	_, err := io.ReadFull(s, buf)
 	require.NoError(t, err)
 }
+
+// A sweep that runs late because this process was not running (stopped, a
+// suspended VM) fails no peer for the silence it missed: it probes them.
+func TestMemKeepAliveAfterOwnStall(t *testing.T) {
+	p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	late := time.Now().Add(5 * time.Second)
+	p.client.sweepOnce(late, true)
+	require.Zero(t, p.client.Stats().KeepAliveFailures, "a peer was failed for our own stall")
+	require.Positive(t, p.client.Stats().PingsSent)
+	// Without the stall the same silence is fatal.
+	p.client.sweepOnce(late.Add(time.Second), false)
+	require.Positive(t, p.client.Stats().KeepAliveFailures)
+}

@@ -219,18 +219,25 @@ func (t *Transport) sweep() {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-t.closing:
 			return
 		case now := <-tick.C:
-			t.sweepOnce(now)
+			// A sweep far later than its tick means this process did not
+			// run (stopped, a suspended VM): its peers' silence says
+			// nothing yet.
+			t.sweepOnce(now, now.Sub(last) > 3*every)
+			last = now
 		}
 	}
 }
 
-// sweepOnce is one round of sweep.
-func (t *Transport) sweepOnce(now time.Time) {
+// sweepOnce is one round of sweep. After a stall of this process (stalled),
+// no peer is failed for the silence seen: each silent one is probed and has
+// two thirds of KeepAlive to answer.
+func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 	type probe struct {
 		p *peer
 		c *Conn
@@ -254,6 +261,11 @@ func (t *Transport) sweepOnce(now time.Time) {
 		}
 		if ka <= 0 {
 			continue
+		}
+		if stalled {
+			if floor := now.Add(-ka/3 - time.Millisecond).UnixNano(); p.lastRecv.Load() < floor {
+				p.lastRecv.Store(floor)
+			}
 		}
 		silent := now.Sub(time.Unix(0, p.lastRecv.Load()))
 		switch {
