@@ -46,7 +46,7 @@ type Config struct {
 	Registry registry.Registry
 	// EagerMax is the largest frame payload this transport accepts; the
 	// frame size of a conn is the smaller of both sides'. Default 1 MiB,
-	// at most 16 MiB.
+	// at least 1 KiB, at most 16 MiB.
 	EagerMax int
 	// Window is the per-conn receive window: how many bytes a peer may send
 	// that the application has not read yet. Default 4 MiB, at most

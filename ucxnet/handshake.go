@@ -77,7 +77,23 @@ const (
 	// maxIdlePeers bounds the endpoints without conns; a CONNECT that
 	// would need another one (to be refused) gets no answer.
 	maxIdlePeers = 64
+	// minPeerFrame is the smallest frame limit a peer may ask for (its
+	// EagerMax, ShmFrame, TCPFrame): smaller ones would make every write
+	// to it a storm of tiny frames, each a call into UCX under the engine
+	// lock that all conns share.
+	minPeerFrame = 1024
 )
+
+// checkPeerLimits rejects a Hello whose frame limits are below
+// minPeerFrame.
+func checkPeerLimits(h stream.Hello) error {
+	for _, v := range []uint32{h.EagerMax, h.ShmFrame, h.TCPFrame} {
+		if v != 0 && v < minPeerFrame {
+			return fmt.Errorf("peer asks for frames of at most %d bytes (below %d)", v, minPeerFrame)
+		}
+	}
+	return nil
+}
 
 // sendConnect sends c's CONNECT to its peer (dial side).
 func (t *Transport) sendConnect(c *Conn, name string) error {
@@ -108,6 +124,11 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 	var hello stream.Hello
 	if err := hello.UnmarshalBinary(payload); err != nil || len(hello.WorkerAddr) == 0 {
 		t.stats.badFrames.Add(1)
+		return
+	}
+	if checkPeerLimits(hello) != nil {
+		t.stats.badFrames.Add(1)
+		t.refuseAddr(hello.WorkerAddr, hello.ConnID, stream.RefuseBadHello)
 		return
 	}
 	t.mu.RLock()
@@ -221,7 +242,11 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		return
 	}
 	var hello stream.Hello
-	if err := hello.UnmarshalBinary(payload); err != nil {
+	err := hello.UnmarshalBinary(payload)
+	if err == nil {
+		err = checkPeerLimits(hello)
+	}
+	if err != nil {
 		c.failLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", err))
 		c.mu.Unlock()
 		c.t.removeConn(c)

@@ -265,3 +265,57 @@ func TestMemKeepAliveAfterOwnStall(t *testing.T) {
 	p.client.sweepOnce(late.Add(time.Second), false)
 	require.Positive(t, p.client.Stats().KeepAliveFailures)
 }
+
+// A dialer asking for tiny frames (which would turn every write to it into
+// a storm of calls into the engine) is refused with RefuseBadHello.
+func TestMemTinyFramesRefused(t *testing.T) {
+	p := newMemPair(t, Config{})
+	r := newRecorderEngine(t, p.net)
+	ep, err := r.e.Connect(p.srvEng.Address())
+	require.NoError(t, err)
+	hello := stream.Hello{ConnID: 9, EagerMax: 1, Window: 1 << 16, Name: p.ln.Addr().String(), WorkerAddr: r.e.Address()}
+	b, err := hello.MarshalBinary()
+	require.NoError(t, err)
+	hb := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
+	require.NoError(t, r.e.Send(ep, hb[:], b))
+	h := r.next(t)
+	require.Equal(t, stream.KindRefuse, h.Kind)
+	require.Equal(t, uint64(stream.RefuseBadHello), h.Aux)
+}
+
+// recorderEngine is a bare in-memory engine whose frames a test reads: a
+// hand-made peer.
+type recorderEngine struct {
+	e      *memengine.Engine
+	frames chan stream.Header
+}
+
+func newRecorderEngine(t *testing.T, n *memengine.Network) *recorderEngine {
+	r := &recorderEngine{frames: make(chan stream.Header, 64)}
+	e, err := n.Start(r)
+	require.NoError(t, err)
+	r.e = e
+	t.Cleanup(func() { e.Close(0) })
+	return r
+}
+
+func (r *recorderEngine) HandleEvents(evs []engine.Event) {
+	for i := range evs {
+		if h, err := stream.DecodeHeader(evs[i].Header()); err == nil {
+			select {
+			case r.frames <- h:
+			default:
+			}
+		}
+	}
+}
+
+func (r *recorderEngine) next(t *testing.T) stream.Header {
+	select {
+	case h := <-r.frames:
+		return h
+	case <-time.After(5 * time.Second):
+		t.Fatal("no frame")
+		return stream.Header{}
+	}
+}

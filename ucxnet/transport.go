@@ -87,6 +87,7 @@ func newTransport(cfg Config, start startEngine) (*Transport, error) {
 	if cfg.EagerMax > stream.MaxPayload {
 		cfg.EagerMax = stream.MaxPayload
 	}
+	cfg.EagerMax = max(cfg.EagerMax, minPeerFrame)
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
