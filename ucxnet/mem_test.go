@@ -198,12 +198,12 @@ func TestMemPeerKilled(t *testing.T) {
 // A peer that goes silent without its endpoint failing (a frozen process,
 // a zombie over shared memory) is taken for dead by the keepalive.
 func TestMemKeepAliveSilentPeer(t *testing.T) {
-	p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
+	p := newMemPair(t, Config{KeepAlive: 600 * time.Millisecond})
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
 	// An idle, live peer is not taken for dead: PINGs keep it alive.
-	time.Sleep(time.Second)
+	time.Sleep(2 * time.Second)
 	_, err := c.Write([]byte("x"))
 	require.NoError(t, err)
 	require.Positive(t, p.client.Stats().PingsSent+p.server.Stats().PingsSent)
@@ -253,7 +253,7 @@ func TestMemWindowClamped(t *testing.T) {
 // A sweep that runs late because this process was not running (stopped, a
 // suspended VM) fails no peer for the silence it missed: it probes them.
 func TestMemKeepAliveAfterOwnStall(t *testing.T) {
-	p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
+	p := newMemPair(t, Config{KeepAlive: 2 * time.Second})
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
@@ -262,7 +262,7 @@ func TestMemKeepAliveAfterOwnStall(t *testing.T) {
 	require.Zero(t, p.client.Stats().KeepAliveFailures, "a peer was failed for our own stall")
 	require.Positive(t, p.client.Stats().PingsSent)
 	// Without the stall the same silence is fatal.
-	p.client.sweepOnce(late.Add(time.Second), false)
+	p.client.sweepOnce(late.Add(3*time.Second), false)
 	require.Positive(t, p.client.Stats().KeepAliveFailures)
 }
 
