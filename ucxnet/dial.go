@@ -108,11 +108,12 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		return nil, opErr(withDetail(ErrRefused, "sending CONNECT: %v", err))
 	}
 	// A listener's engine answers at once, whatever its application does:
-	// no answer within KeepAlive means its process is gone (a killed
-	// process over shared memory can look alive to UCX).
+	// no answer within twice KeepAlive (time for UCX to wire up a first
+	// endpoint too) means its process is gone (a killed process over
+	// shared memory can look alive to UCX).
 	var noAnswer <-chan time.Time
 	if ka := t.cfg.KeepAlive; ka > 0 {
-		timer := time.NewTimer(ka)
+		timer := time.NewTimer(2 * ka)
 		defer timer.Stop()
 		noAnswer = timer.C
 	}
@@ -129,7 +130,7 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	case <-ctx.Done():
 		giveUp = ctx.Err()
 	case <-noAnswer:
-		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v", e.Name, t.cfg.KeepAlive)
+		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v", e.Name, 2*t.cfg.KeepAlive)
 	case <-t.closing:
 		c.fail(ErrTransportClosed)
 		return nil, opErr(ErrTransportClosed)

@@ -268,13 +268,18 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 			}
 		}
 		silent := now.Sub(time.Unix(0, p.lastRecv.Load()))
+		if silent <= ka/3 {
+			continue
+		}
+		c := pingConn(p)
+		if c == nil {
+			continue // only dials waiting for their answer: their own timer decides
+		}
 		switch {
 		case silent > ka:
 			dead = append(dead, p)
-		case silent > ka/3 && now.Sub(time.Unix(0, p.lastPing.Load())) >= ka/6:
-			if c := pingConn(p); c != nil {
-				probes = append(probes, probe{p, c})
-			}
+		case now.Sub(time.Unix(0, p.lastPing.Load())) >= ka/6:
+			probes = append(probes, probe{p, c})
 		}
 	}
 	t.mu.Unlock()
