@@ -8,13 +8,13 @@ import (
 
 // counters are a Transport's statistics.
 type counters struct {
-	dials, accepts, refused                         atomic.Uint64
-	framesIn, bytesIn, framesOut, bytesOut          atomic.Uint64
-	badFrames, unknownConn, duplicates, resetsSent  atomic.Uint64
-	resetsRecv, protocolResets, peerFailures, conns atomic.Uint64
-	authFailures, stalledPeers                      atomic.Uint64
-	foreignFrames, pingsSent, keepAliveFailures     atomic.Uint64
-	idleClosed                                      atomic.Uint64
+	dials, accepts, refused                        atomic.Uint64
+	framesIn, bytesIn, framesOut, bytesOut         atomic.Uint64
+	badFrames, unknownConn, duplicates, resetsSent atomic.Uint64
+	resetsRecv, protocolResets, peerFailures       atomic.Uint64
+	authFailures, stalledPeers                     atomic.Uint64
+	foreignFrames, pingsSent, keepAliveFailures    atomic.Uint64
+	idleClosed                                     atomic.Uint64
 }
 
 // Stats are a Transport's counters.

@@ -212,13 +212,13 @@ func parsePerftest(out []byte) (perftestFinal, error) {
 		for i := range vals {
 			v, err := strconv.ParseFloat(strings.ReplaceAll(fs[i], ",", ""), 64)
 			if err != nil {
-				return f, fmt.Errorf("Final line %q: %v", line, err)
+				return f, fmt.Errorf("final line %q: %v", line, err)
 			}
 			vals[i] = v
 		}
 		f = perftestFinal{iters: int(vals[0]), latP50: vals[1], latAvg: vals[2], latOverall: vals[3], bwAvgMiB: vals[4], bwOverallMiB: vals[5]}
 		if f.latOverall <= 0 && f.bwOverallMiB <= 0 {
-			return f, fmt.Errorf("Final line %q has no results", line)
+			return f, fmt.Errorf("final line %q has no results", line)
 		}
 		return f, nil
 	}

@@ -227,7 +227,6 @@ func ValidateAddress(addr []byte) error {
 		}
 
 		// device address length and flags.
-		at = r.off
 		db, err := r.byte("device address length")
 		if err != nil {
 			return err
