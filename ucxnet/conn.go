@@ -24,6 +24,9 @@ type Conn struct {
 	laddr    Addr
 	raddr    Addr
 	dialDone chan struct{} // closed when a dial is answered
+	// keepAlive is how long the conn's peer may stay silent (Dialer and
+	// ListenConfig KeepAlive, else Config.KeepAlive; <= 0: not checked).
+	keepAlive time.Duration
 	auth     *authState    // pre-shared-key handshake state, if any
 	// from identifies the UCX endpoint the peer's frames for this conn
 	// come from (engine.Event.From), learnt from its first handshake frame;
@@ -77,6 +80,7 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 		swin:          stream.NewSendWindow(0),
 		closedCh:      make(chan struct{}),
 		linger:        -1,
+		keepAlive:     t.cfg.KeepAlive,
 		readDeadline:  makeDeadline(),
 		writeDeadline: makeDeadline(),
 	}

@@ -27,6 +27,14 @@ type Dialer struct {
 	// listener in turn. Nil means the key in the file $UCXNET_PSK_FILE
 	// names, if set.
 	PSK []byte
+	// KeepAlive, if not zero, replaces the Transport's Config.KeepAlive
+	// for the conns this Dialer makes, as net.Dialer.KeepAlive does:
+	// how long their peer may stay silent before it is taken for dead
+	// (a dial it does not answer fails after twice that). Negative: no
+	// ucxnet keepalive for them (UCX's own detection remains). Probes
+	// are per peer: a peer is judged by the shortest positive KeepAlive
+	// among its conns, at the Transport's sweep interval.
+	KeepAlive time.Duration
 }
 
 // Dial connects to the listener published as address, on the default
@@ -92,6 +100,9 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		return nil, opErr(err)
 	}
 	c := newConn(t, nil, Addr{}, raddr, t.cfg.Window)
+	if d.KeepAlive != 0 {
+		c.keepAlive = d.KeepAlive
+	}
 	c.auth = &authState{psk: psk, name: e.Name}
 	if psk != nil {
 		c.auth.nd = newNonce()
@@ -112,7 +123,7 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	// endpoint too) means its process is gone (a killed process over
 	// shared memory can look alive to UCX).
 	var noAnswer <-chan time.Time
-	if ka := t.cfg.KeepAlive; ka > 0 {
+	if ka := c.keepAlive; ka > 0 {
 		timer := time.NewTimer(2 * ka)
 		defer timer.Stop()
 		noAnswer = timer.C
@@ -130,7 +141,7 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	case <-ctx.Done():
 		giveUp = ctx.Err()
 	case <-noAnswer:
-		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v", e.Name, 2*t.cfg.KeepAlive)
+		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v", e.Name, 2*c.keepAlive)
 	case <-t.closing:
 		c.fail(ErrTransportClosed)
 		return nil, opErr(ErrTransportClosed)

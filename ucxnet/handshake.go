@@ -146,6 +146,7 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: hello.LocalName}, preAcceptWindow)
 	c.remoteID = hello.ConnID
 	c.from = from
+	c.keepAlive = l.ka
 	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
 	c.peerSegs = peerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/registry"
@@ -28,12 +29,17 @@ type ListenConfig struct {
 	// (HMAC-SHA-256 challenge-response in the handshake; see Dialer.PSK).
 	// Nil means the key in the file $UCXNET_PSK_FILE names, if set.
 	PSK []byte
+	// KeepAlive, if not zero, replaces the Transport's Config.KeepAlive
+	// for the conns this listener accepts (see Dialer.KeepAlive);
+	// negative turns ucxnet's keepalive off for them.
+	KeepAlive time.Duration
 }
 
 // Listener is a ucxnet listener. It implements net.Listener.
 type Listener struct {
 	t   *Transport
 	psk []byte
+	ka  time.Duration // the accepted conns' keepalive
 	// pendingAuth holds the conns waiting for a pre-shared-key proof,
 	// oldest first (under mu).
 	pendingAuth []*Conn
@@ -92,7 +98,11 @@ func (lc *ListenConfig) listen(ctx context.Context, network, name string) (*List
 	if backlog <= 0 {
 		backlog = t.cfg.Backlog
 	}
-	l := &Listener{t: t, psk: psk, addr: Addr{Name: name}, queue: make(chan *Conn, backlog), done: make(chan struct{})}
+	ka := lc.KeepAlive
+	if ka == 0 {
+		ka = t.cfg.KeepAlive
+	}
+	l := &Listener{t: t, psk: psk, ka: ka, addr: Addr{Name: name}, queue: make(chan *Conn, backlog), done: make(chan struct{})}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

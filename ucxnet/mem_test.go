@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -318,4 +319,42 @@ func (r *recorderEngine) next(t *testing.T) stream.Header {
 		t.Fatal("no frame")
 		return stream.Header{}
 	}
+}
+
+// Dialer.KeepAlive replaces the Transport's for the conns it makes, as
+// net.Dialer.KeepAlive does: on, with the Transport's off, and off, with
+// the Transport's on.
+func TestMemDialerKeepAlive(t *testing.T) {
+	dropServer := func(p *memPair) {
+		srv := string(p.srvEng.Address())
+		p.net.SetHook(func(f *memengine.Frame) memengine.Action {
+			if f.From == srv {
+				return memengine.Drop
+			}
+			return memengine.Deliver
+		})
+	}
+	t.Run("on", func(t *testing.T) {
+		p := newMemPair(t, Config{KeepAlive: -1})
+		p.dialer.KeepAlive = 600 * time.Millisecond
+		c, s := p.conns(t)
+		defer c.Close()
+		defer s.Close()
+		dropServer(p)
+		_, err := c.Read(make([]byte, 1))
+		require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
+		require.ErrorContains(t, err, "keepalive")
+	})
+	t.Run("off", func(t *testing.T) {
+		p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
+		p.dialer.KeepAlive = -1
+		c, s := p.conns(t)
+		defer c.Close()
+		defer s.Close()
+		dropServer(p)
+		c.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the conn's keepalive is off: only the deadline ends this Read")
+		require.Zero(t, p.client.Stats().KeepAliveFailures)
+	})
 }

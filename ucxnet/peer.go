@@ -213,9 +213,9 @@ const (
 // those silent past KeepAlive, and closes idle endpoints.
 func (t *Transport) sweep() {
 	defer close(t.sweepDone)
-	every := time.Second
+	every := 250 * time.Millisecond // for conns whose Dialer or ListenConfig sets a KeepAlive
 	if ka := t.cfg.KeepAlive; ka > 0 {
-		every = min(every, max(ka/6, time.Millisecond))
+		every = min(time.Second, max(ka/6, time.Millisecond))
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -244,7 +244,6 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 	}
 	var probes []probe
 	var dead, idle []*peer
-	ka := t.cfg.KeepAlive
 	t.mu.Lock()
 	for _, p := range t.peers {
 		if len(p.conns) == 0 {
@@ -259,8 +258,9 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 			}
 			continue
 		}
-		if ka <= 0 {
-			continue
+		c, ka := pingConn(p)
+		if c == nil {
+			continue // keepalives off, or only dials waiting for their answer (their own timer decides)
 		}
 		if stalled {
 			if floor := now.Add(-ka/3 - time.Millisecond).UnixNano(); p.lastRecv.Load() < floor {
@@ -268,17 +268,10 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 			}
 		}
 		silent := now.Sub(time.Unix(0, p.lastRecv.Load()))
-		if silent <= ka/3 {
-			continue
-		}
-		c := pingConn(p)
-		if c == nil {
-			continue // only dials waiting for their answer: their own timer decides
-		}
 		switch {
 		case silent > ka:
 			dead = append(dead, p)
-		case now.Sub(time.Unix(0, p.lastPing.Load())) >= ka/6:
+		case silent > ka/3 && now.Sub(time.Unix(0, p.lastPing.Load())) >= ka/6:
 			probes = append(probes, probe{p, c})
 		}
 	}
@@ -307,15 +300,18 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 }
 
 // pingConn returns a conn of p whose peer-side id is known, to carry a
-// PING; nil if there is none (only dials waiting for their answer). t.mu
-// is held.
-func pingConn(p *peer) *Conn {
+// PING, and the peer's keepalive: the shortest positive one among such
+// conns. It returns nil if no such conn wants a keepalive (only dials
+// waiting for their answer, or keepalives off). t.mu is held.
+func pingConn(p *peer) (*Conn, time.Duration) {
+	var pc *Conn
+	var ka time.Duration
 	for _, c := range p.conns {
-		if c.remoteIDLocked() != 0 {
-			return c
+		if c.keepAlive > 0 && (ka == 0 || c.keepAlive < ka) && c.remoteIDLocked() != 0 {
+			pc, ka = c, c.keepAlive
 		}
 	}
-	return nil
+	return pc, ka
 }
 
 // remoteIDLocked returns c.remoteID under c.mu.
