@@ -3,6 +3,7 @@ package ucxnet
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,12 @@ type peer struct {
 	// one. The sweep closes endpoints idle too long.
 	idleSince time.Time
 	hadConns  bool
+	// ka is the shortest positive keepalive of the conns it had since it
+	// last had none (under Transport.mu); 0: not checked.
+	ka time.Duration
+	// dialed counts its conns that this side dialed (under
+	// Transport.mu): the dialing side probes first (see sweepOnce).
+	dialed int
 
 	// unflushed counts payload bytes UCX did not send at once (it keeps
 	// copies of them) since the last flush that
@@ -197,6 +204,10 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool) error {
 		return err
 	}
 	c.peer = p
+	c.dialed = dial
+	if dial {
+		p.dialed++
+	}
 	t.addConnLocked(c)
 	return nil
 }
@@ -213,9 +224,18 @@ const (
 // those silent past KeepAlive, and closes idle endpoints.
 func (t *Transport) sweep() {
 	defer close(t.sweepDone)
-	every := 250 * time.Millisecond // for conns whose Dialer or ListenConfig sets a KeepAlive
+	every := 500 * time.Millisecond // for conns whose Dialer or ListenConfig sets a KeepAlive
 	if ka := t.cfg.KeepAlive; ka > 0 {
-		every = min(time.Second, max(ka/6, time.Millisecond))
+		every = min(time.Second, max(ka/4, time.Millisecond))
+	}
+	// Start at a random phase: two transports that met at the same time
+	// would otherwise probe each other in step, each sending PINGs the
+	// other's probes already made unnecessary (any frame is a sign of
+	// life).
+	select {
+	case <-t.closing:
+		return
+	case <-time.After(rand.N(every)):
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -258,20 +278,35 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 			}
 			continue
 		}
-		c, ka := pingConn(p)
-		if c == nil {
-			continue // keepalives off, or only dials waiting for their answer (their own timer decides)
+		ka := p.ka
+		if ka <= 0 {
+			continue // keepalives off for all its conns
 		}
 		if stalled {
-			if floor := now.Add(-ka/3 - time.Millisecond).UnixNano(); p.lastRecv.Load() < floor {
+			if floor := now.Add(-ka/2 - time.Millisecond).UnixNano(); p.lastRecv.Load() < floor {
 				p.lastRecv.Store(floor)
 			}
 		}
+		// The side that dialed probes after half of KeepAlive; the other
+		// waits longer, so that in steady state only one side sends PINGs
+		// (the answers are signs of life for the prober, the PINGs for
+		// the other side) and idle conns cost half the wake-ups.
+		probeAfter := ka * 3 / 4
+		if p.dialed > 0 {
+			probeAfter = ka / 2
+		}
 		silent := now.Sub(time.Unix(0, p.lastRecv.Load()))
+		if silent <= probeAfter {
+			continue
+		}
+		c := pingConn(p)
+		if c == nil {
+			continue // only dials waiting for their answer: their own timer decides
+		}
 		switch {
 		case silent > ka:
 			dead = append(dead, p)
-		case silent > ka/3 && now.Sub(time.Unix(0, p.lastPing.Load())) >= ka/6:
+		case now.Sub(time.Unix(0, p.lastPing.Load())) >= ka/6:
 			probes = append(probes, probe{p, c})
 		}
 	}
@@ -299,19 +334,16 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 	}
 }
 
-// pingConn returns a conn of p whose peer-side id is known, to carry a
-// PING, and the peer's keepalive: the shortest positive one among such
-// conns. It returns nil if no such conn wants a keepalive (only dials
-// waiting for their answer, or keepalives off). t.mu is held.
-func pingConn(p *peer) (*Conn, time.Duration) {
-	var pc *Conn
-	var ka time.Duration
+// pingConn returns a conn of p with a keepalive whose peer-side id is
+// known, to carry a PING; nil if there is none (only dials waiting for
+// their answer). t.mu is held.
+func pingConn(p *peer) *Conn {
 	for _, c := range p.conns {
-		if c.keepAlive > 0 && (ka == 0 || c.keepAlive < ka) && c.remoteIDLocked() != 0 {
-			pc, ka = c, c.keepAlive
+		if c.keepAlive > 0 && c.remoteIDLocked() != 0 {
+			return c
 		}
 	}
-	return pc, ka
+	return nil
 }
 
 // remoteIDLocked returns c.remoteID under c.mu.

@@ -297,6 +297,9 @@ func (t *Transport) addConnLocked(c *Conn) {
 		}
 		c.peer.conns[id] = c
 		c.peer.hadConns = true
+		if ka := c.keepAlive; ka > 0 && (c.peer.ka == 0 || ka < c.peer.ka) {
+			c.peer.ka = ka
+		}
 		return
 	}
 }
@@ -315,8 +318,12 @@ func (t *Transport) removeConn(c *Conn) {
 	}
 	if c.peer != nil && c.peer.conns[c.id] == c {
 		delete(c.peer.conns, c.id)
+		if c.dialed {
+			c.peer.dialed--
+		}
 		if len(c.peer.conns) == 0 {
 			c.peer.idleSince = time.Now()
+			c.peer.ka = 0
 		}
 	}
 	t.mu.Unlock()
