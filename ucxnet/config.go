@@ -122,11 +122,15 @@ type Config struct {
 // the copy costs less than waiting for UCX to finish the send.
 const ZeroCopyMin = 16 << 10
 
-// envDuration is the Go duration in the environment variable name, or dflt
-// if it is unset or not a duration.
+// envDuration is the Go duration in the environment variable name, -1 for
+// a bare negative number (off), or dflt if it is unset or neither.
 func envDuration(name string, dflt time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+	s := os.Getenv(name)
+	if v, err := time.ParseDuration(s); err == nil {
 		return v
+	}
+	if n, err := strconv.Atoi(s); err == nil && n < 0 {
+		return -1 // a bare negative number ("-1") means off, as it would in seconds
 	}
 	return dflt
 }

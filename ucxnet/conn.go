@@ -27,8 +27,8 @@ type Conn struct {
 	// keepAlive is how long the conn's peer may stay silent (Dialer and
 	// ListenConfig KeepAlive, else Config.KeepAlive; <= 0: not checked).
 	keepAlive time.Duration
-	dialed    bool // made by Dial (set under Transport.mu when attached)
-	auth     *authState    // pre-shared-key handshake state, if any
+	dialed    bool       // made by Dial (set under Transport.mu when attached)
+	auth      *authState // pre-shared-key handshake state, if any
 	// from identifies the UCX endpoint the peer's frames for this conn
 	// come from (engine.Event.From), learnt from its first handshake frame;
 	// frames from anywhere else are dropped. Engine goroutine only.

@@ -27,6 +27,10 @@ type engineHandler struct{ t *Transport }
 // goroutine.
 func (h engineHandler) HandleEvents(evs []engine.Event) { h.t.handleEvents(evs) }
 
+// Tick implements engine.Ticker: the keepalive sweep rides on the engine's
+// wake-ups.
+func (h engineHandler) Tick(now time.Time) { h.t.tick(now) }
+
 func (t *Transport) handleEvents(evs []engine.Event) {
 	now := time.Now().UnixNano() // one clock read per batch, for liveness
 	for i := range evs {

@@ -358,3 +358,12 @@ func TestMemDialerKeepAlive(t *testing.T) {
 		require.Zero(t, p.client.Stats().KeepAliveFailures)
 	})
 }
+
+// UCXNET_KEEPALIVE takes a Go duration, and a bare negative number turns
+// the keepalive off.
+func TestKeepAliveEnv(t *testing.T) {
+	for v, want := range map[string]time.Duration{"3s": 3 * time.Second, "-1": -1, "-1s": -time.Second, "junk": DefaultKeepAlive} {
+		t.Setenv("UCXNET_KEEPALIVE", v)
+		require.Equal(t, want, envDuration("UCXNET_KEEPALIVE", DefaultKeepAlive), "UCXNET_KEEPALIVE=%s", v)
+	}
+}

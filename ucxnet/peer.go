@@ -3,7 +3,6 @@ package ucxnet
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -220,38 +219,35 @@ const (
 	idlePeer        = 10 * time.Second
 )
 
-// sweep runs for the transport's life: it probes silent peers, fails
-// those silent past KeepAlive, and closes idle endpoints.
-func (t *Transport) sweep() {
-	defer close(t.sweepDone)
-	every := 500 * time.Millisecond // for conns whose Dialer or ListenConfig sets a KeepAlive
+// sweepEvery is how often the keepalive sweep runs: a sixth of the
+// shortest keepalive in use, within [engine.TickEvery, 1 s].
+func (t *Transport) sweepEvery() time.Duration {
+	every := 250 * time.Millisecond // for conns whose Dialer or ListenConfig sets a KeepAlive
 	if ka := t.cfg.KeepAlive; ka > 0 {
-		every = min(time.Second, max(ka/4, time.Millisecond))
+		every = min(time.Second, max(ka/6, engine.TickEvery))
 	}
-	// Start at a random phase: two transports that met at the same time
-	// would otherwise probe each other in step, each sending PINGs the
-	// other's probes already made unnecessary (any frame is a sign of
-	// life).
-	select {
-	case <-t.closing:
+	return every
+}
+
+// tick runs the sweep when it is due (engine goroutine, from
+// engine.Ticker: no timer of its own, which would wake an idle process
+// more often). A tick far later than due means this process did not run
+// (stopped, a suspended VM): its peers' silence says nothing yet.
+func (t *Transport) tick(now time.Time) {
+	every := t.sweepEvery()
+	if t.lastSweep.IsZero() {
+		t.lastSweep = now
 		return
-	case <-time.After(rand.N(every)):
 	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	last := time.Now()
-	for {
-		select {
-		case <-t.closing:
-			return
-		case now := <-tick.C:
-			// A sweep far later than its tick means this process did not
-			// run (stopped, a suspended VM): its peers' silence says
-			// nothing yet.
-			t.sweepOnce(now, now.Sub(last) > 3*every)
-			last = now
-		}
+	if now.Sub(t.lastSweep) < every {
+		return
 	}
+	stalled := now.Sub(t.lastSweep) > 3*every
+	t.lastSweep = now
+	if t.isClosed() {
+		return
+	}
+	t.sweepOnce(now, stalled)
 }
 
 // sweepOnce is one round of sweep. After a stall of this process (stalled),

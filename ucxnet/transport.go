@@ -50,7 +50,7 @@ type Transport struct {
 	listeners map[string]*Listener
 	closed    bool
 	closing   chan struct{}
-	sweepDone chan struct{} // closed when the keepalive sweep stops
+	lastSweep time.Time // when the keepalive sweep last ran (engine goroutine)
 
 	opMu  sync.Mutex
 	opSeq uint64
@@ -151,7 +151,6 @@ func newTransport(cfg Config, start startEngine) (*Transport, error) {
 		peersByEP: make(map[engine.EP]*peer),
 		listeners: make(map[string]*Listener),
 		closing:   make(chan struct{}),
-		sweepDone: make(chan struct{}),
 		ops:       make(map[uint64]chan error),
 	}
 	t.holdMin = min(16<<10, t.shmFrame/2)
@@ -163,7 +162,6 @@ func newTransport(cfg Config, start startEngine) (*Transport, error) {
 		return nil, err
 	}
 	t.eng = eng
-	go t.sweep()
 	return t, nil
 }
 
@@ -257,7 +255,6 @@ func (t *Transport) Close() error {
 	for _, p := range peers {
 		t.closePeer(p, true)
 	}
-	<-t.sweepDone
 	err := t.eng.Close(5 * time.Second)
 	if t.ownReg {
 		if rerr := closeRegistry(t.reg); err == nil {

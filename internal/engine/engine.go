@@ -100,6 +100,18 @@ type Handler interface {
 	HandleEvents(evs []Event)
 }
 
+// Ticker is implemented by a Handler that wants to run periodic work on
+// the engine goroutine, riding on the wake-ups the engine makes anyway
+// (an idle engine wakes every TickEvery at the latest), so that it costs
+// no timer of its own.
+type Ticker interface {
+	Tick(now time.Time)
+}
+
+// TickEvery is the longest an engine goes without calling Tick while it
+// runs.
+const TickEvery = 100 * time.Millisecond
+
 // Stats are an engine's counters.
 type Stats struct {
 	Inflight      uint64 // sends and endpoint closes not completed

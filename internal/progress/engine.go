@@ -323,7 +323,15 @@ func (e *Engine) loop() {
 	// After a bulk frame the spin may be longer than cfg.Spin (spin.go).
 	// It never exceeds the idle timeout, whose wake-ups shrink it.
 	bs := newBulkSpin(e.cfg.Spin, min(e.cfg.SpinMax, e.cfg.IdleTimeout))
+	ticker, _ := e.h.(engine.Ticker)
+	lastTick := last
 	for !e.stopping.Load() {
+		if ticker != nil {
+			if now := time.Now(); now.Sub(lastTick) >= engine.TickEvery {
+				lastTick = now
+				ticker.Tick(now)
+			}
+		}
 		var n int
 		rel := e.takeReleases()
 		e.mu.Lock()

@@ -326,9 +326,17 @@ func (e *Engine) post(ev engine.Event) {
 
 func (e *Engine) loop() {
 	var batch []engine.Event
+	ticker, _ := e.h.(engine.Ticker)
+	tick := time.NewTicker(engine.TickEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-e.wake:
+		case now := <-tick.C:
+			if ticker != nil {
+				ticker.Tick(now)
+			}
+			continue
 		case <-e.done:
 			return
 		}
