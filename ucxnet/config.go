@@ -99,8 +99,8 @@ type Config struct {
 	// KeepAlive is how long a peer that this transport has conns with may
 	// stay silent before it is taken for dead: its conns then fail with
 	// ECONNRESET (blocked Reads and Writes included), and a dial it does
-	// not answer within twice KeepAlive fails with ECONNREFUSED. A peer that has
-	// been silent for a third of it is probed with a PING, once per peer
+	// not answer within twice KeepAlive fails with ECONNREFUSED. A peer
+	// that has been silent for half of it is probed with a PING, per peer
 	// (not per conn), which its progress engine answers whatever its
 	// application is doing. UCX's own keepalive misses some deaths: over
 	// shared memory a killed peer that its parent has not reaped yet (a
