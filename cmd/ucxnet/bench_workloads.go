@@ -58,19 +58,10 @@ func (b *benchTransport) pingPong(ctx context.Context) (p50, p99 time.Duration, 
 // pingPongConns runs 64 B ping-pongs on conns echo conns at once for
 // b.dur, after a warm-up, and returns the aggregate round trips per second.
 func (b *benchTransport) pingPongConns(ctx context.Context, conns int) (float64, error) {
-	cs := make([]net.Conn, 0, conns)
-	defer func() {
-		for _, c := range cs {
-			c.Close()
-		}
-	}()
-	for range conns {
-		c, err := b.dial(ctx, svcEcho)
-		if err != nil {
-			return 0, err
-		}
-		c.SetDeadline(time.Now().Add(b.dur + 30*time.Second))
-		cs = append(cs, c)
+	cs, err := b.dialN(ctx, svcEcho, conns)
+	defer closeAll(cs)
+	if err != nil {
+		return 0, err
 	}
 	var (
 		stop  atomic.Bool
@@ -141,19 +132,10 @@ type closeWriter interface {
 // returns the bytes delivered and the time from the first write to the
 // last acknowledgement.
 func (b *benchTransport) stream(ctx context.Context, size, conns int) (int64, time.Duration, error) {
-	cs := make([]net.Conn, 0, conns)
-	defer func() {
-		for _, c := range cs {
-			c.Close()
-		}
-	}()
-	for range conns {
-		c, err := b.dial(ctx, svcSink)
-		if err != nil {
-			return 0, 0, err
-		}
-		c.SetDeadline(time.Now().Add(b.dur + 30*time.Second))
-		cs = append(cs, c)
+	cs, err := b.dialN(ctx, svcSink, conns)
+	defer closeAll(cs)
+	if err != nil {
+		return 0, 0, err
 	}
 	buf := make([]byte, size)
 	for i := range buf {
@@ -318,4 +300,26 @@ func cmpOr(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// dialN dials n conns to svc, each with a deadline past the measurement;
+// on error it returns the conns dialed so far with it.
+func (b *benchTransport) dialN(ctx context.Context, svc string, n int) ([]net.Conn, error) {
+	cs := make([]net.Conn, 0, n)
+	for range n {
+		c, err := b.dial(ctx, svc)
+		if err != nil {
+			return cs, err
+		}
+		c.SetDeadline(time.Now().Add(b.dur + 30*time.Second))
+		cs = append(cs, c)
+	}
+	return cs, nil
+}
+
+// closeAll closes every conn of cs.
+func closeAll(cs []net.Conn) {
+	for _, c := range cs {
+		c.Close()
+	}
 }
