@@ -31,13 +31,20 @@ type pair struct {
 
 func newPair(t testing.TB, cfg Config) *pair {
 	t.Helper()
+	return newPairOf(t, cfg, func(cfg Config) *Transport {
+		tr, err := NewTransport(cfg)
+		require.NoError(t, err)
+		return tr
+	})
+}
+
+// newPairOf is newPair with transports that newT starts.
+func newPairOf(t testing.TB, cfg Config, newT func(Config) *Transport) *pair {
+	t.Helper()
 	if cfg.Registry == nil {
 		cfg.Registry = registry.NewMemory()
 	}
-	s, err := NewTransport(cfg)
-	require.NoError(t, err)
-	c, err := NewTransport(cfg)
-	require.NoError(t, err)
+	s, c := newT(cfg), newT(cfg)
 	lc := ListenConfig{Transport: s}
 	ln, err := lc.Listen(t.Context(), Network, "")
 	require.NoError(t, err)

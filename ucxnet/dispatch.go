@@ -50,22 +50,29 @@ func (t *Transport) handleEvents(evs []engine.Event) {
 
 // connFor returns the conn a frame names, if the frame came from the
 // endpoint that conn is bound to; frames for unknown conns and frames from
-// elsewhere are counted and get nil. A frame that arrives counts as a sign
-// of life of the conn's peer.
-func (t *Transport) connFor(h stream.Header, from uintptr, now int64) *Conn {
+// elsewhere are counted and get nil. Before its ACCEPT a dialed conn is
+// bound to nothing: only that answer, from whoever, may bind it
+// (handleHandshake); other frames for it are kept until then (stashEarly)
+// and get nil too. A frame that arrives counts as a sign of life of the
+// conn's peer.
+func (t *Transport) connFor(h stream.Header, ev *engine.Event, now int64) *Conn {
 	c := t.lookup(h.ConnID)
 	if c == nil {
 		t.stats.unknownConn.Add(1)
 		return nil
 	}
-	if c.from != from && !(c.from == 0 && (h.Kind == stream.KindAccept || h.Kind == stream.KindRefuse)) {
-		// Before its ACCEPT a dialed conn is bound to nothing: only that
-		// answer, from whoever, may bind it (handleHandshake).
-		t.stats.foreignFrames.Add(1)
-		return nil
+	if c.from != ev.From {
+		switch {
+		case c.from == 0 && (h.Kind == stream.KindAccept || h.Kind == stream.KindRefuse):
+		case c.from == 0 && c.stashEarly(h, ev):
+			return nil
+		default:
+			t.stats.foreignFrames.Add(1)
+			return nil
+		}
 	}
-	if c.peer != nil {
-		c.peer.lastRecv.Store(now)
+	if p := c.peer; p != nil && p.lastRecv.Load() != now {
+		p.lastRecv.Store(now) // once per batch, not per frame
 	}
 	return c
 }
@@ -114,10 +121,7 @@ func (t *Transport) handleFrame(ev *engine.Event, now int64) {
 		t.handleConnect(ev.Data, ev.From)
 		return
 	}
-	if c := t.lookup(h.ConnID); c != nil && c.from == 0 && ev.From != 0 && c.stashEarly(h, ev) {
-		return // arrived before the ACCEPT that says where it may come from
-	}
-	c := t.connFor(h, ev.From, now)
+	c := t.connFor(h, ev, now)
 	if c == nil {
 		return
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/engine/memengine"
 	"github.com/ucxnet/ucxnet/internal/stream"
-	"github.com/ucxnet/ucxnet/registry"
 )
 
 // memPair is a pair over one in-memory network.
@@ -47,22 +46,15 @@ func newMemTransport(t testing.TB, n *memengine.Network, cfg Config) (*Transport
 
 func newMemPair(t testing.TB, cfg Config) *memPair {
 	t.Helper()
-	if cfg.Registry == nil {
-		cfg.Registry = registry.NewMemory()
-	}
-	n := memengine.NewNetwork()
-	s, se := newMemTransport(t, n, cfg)
-	c, ce := newMemTransport(t, n, cfg)
-	lc := ListenConfig{Transport: s}
-	ln, err := lc.Listen(t.Context(), Network, "")
-	require.NoError(t, err)
-	p := &pair{server: s, client: c, ln: ln, dialer: &Dialer{Transport: c, Timeout: 10 * time.Second}}
-	t.Cleanup(func() {
-		ln.Close()
-		c.Close()
-		s.Close()
+	mp := &memPair{net: memengine.NewNetwork()}
+	var engs []*memengine.Engine
+	mp.pair = newPairOf(t, cfg, func(cfg Config) *Transport {
+		tr, e := newMemTransport(t, mp.net, cfg)
+		engs = append(engs, e)
+		return tr
 	})
-	return &memPair{pair: p, net: n, srvEng: se, cEng: ce}
+	mp.srvEng, mp.cEng = engs[0], engs[1]
+	return mp
 }
 
 func TestMemNetTest(t *testing.T) {

@@ -41,8 +41,8 @@ type peer struct {
 	dialed int
 
 	// unflushed counts payload bytes UCX did not send at once (it keeps
-	// copies of them) since the last flush that
-	// bounded what UCX may hold for this peer (Conn.boundPeerBuffer).
+	// copies of them) since the last flush that bounded what UCX may hold
+	// for this peer (Conn.drainPeer).
 	unflushed atomic.Int64
 }
 
@@ -152,7 +152,8 @@ var errTooManyPeers = errors.New("ucxnet: too many endpoints without conns")
 // peerFor returns the peer for a packed worker address, creating its
 // endpoint on first use: for a dial (dial = true), or to answer a CONNECT,
 // in which case at most maxIdlePeers endpoints without conns may exist.
-// The address is validated before UCX sees it (the engine validates it: UCX aborts the process on a malformed one).
+// The engine validates the address before UCX sees it (UCX aborts the
+// process on a malformed one).
 func (t *Transport) peerFor(addr []byte, dial bool) (*peer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -64,30 +64,22 @@ func (b *benchTransport) pingPongConns(ctx context.Context, conns int) (float64,
 		return 0, err
 	}
 	var (
-		stop  atomic.Bool
+		we    workerErrs
 		count atomic.Int64
 		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
 	)
-	fail := func(err error) {
-		errMu.Lock()
-		first = cmpOr(first, err)
-		errMu.Unlock()
-		stop.Store(true)
-	}
 	run := func(c net.Conn, warm int) {
 		defer wg.Done()
 		msg := make([]byte, benchPingSize)
 		buf := make([]byte, benchPingSize)
 		var n int64
-		for i := 0; warm > 0 && i < warm || warm == 0 && !stop.Load(); i++ {
+		for i := 0; warm > 0 && i < warm || warm == 0 && !we.stop.Load(); i++ {
 			if _, err := c.Write(msg); err != nil {
-				fail(err)
+				we.fail(err)
 				return
 			}
 			if _, err := io.ReadFull(c, buf); err != nil {
-				fail(err)
+				we.fail(err)
 				return
 			}
 			n++
@@ -101,11 +93,11 @@ func (b *benchTransport) pingPongConns(ctx context.Context, conns int) (float64,
 		go run(c, 100)
 	}
 	wg.Wait()
-	if first != nil {
-		return 0, first
+	if err := we.err(); err != nil {
+		return 0, err
 	}
 	start := time.Now()
-	timer := time.AfterFunc(b.dur, func() { stop.Store(true) })
+	timer := time.AfterFunc(b.dur, func() { we.stop.Store(true) })
 	defer timer.Stop()
 	for _, c := range cs {
 		wg.Add(1)
@@ -113,8 +105,8 @@ func (b *benchTransport) pingPongConns(ctx context.Context, conns int) (float64,
 	}
 	wg.Wait()
 	el := time.Since(start)
-	if first != nil {
-		return 0, first
+	if err := we.err(); err != nil {
+		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -142,52 +134,42 @@ func (b *benchTransport) stream(ctx context.Context, size, conns int) (int64, ti
 		buf[i] = byte(i)
 	}
 	var (
-		stop  atomic.Bool
+		we    workerErrs
 		total atomic.Int64
 		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
 	)
-	fail := func(err error) {
-		errMu.Lock()
-		if first == nil {
-			first = err
-		}
-		errMu.Unlock()
-		stop.Store(true)
-	}
 	start := time.Now()
-	timer := time.AfterFunc(b.dur, func() { stop.Store(true) })
+	timer := time.AfterFunc(b.dur, func() { we.stop.Store(true) })
 	defer timer.Stop()
 	for _, c := range cs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var n int64
-			for !stop.Load() {
+			for !we.stop.Load() {
 				m, err := c.Write(buf)
 				n += int64(m)
 				if err != nil {
-					fail(err)
+					we.fail(err)
 					return
 				}
 			}
 			cw, ok := c.(closeWriter)
 			if !ok {
-				fail(fmt.Errorf("%T has no CloseWrite", c))
+				we.fail(fmt.Errorf("%T has no CloseWrite", c))
 				return
 			}
 			if err := cw.CloseWrite(); err != nil {
-				fail(err)
+				we.fail(err)
 				return
 			}
 			var ack [8]byte
 			if _, err := io.ReadFull(c, ack[:]); err != nil {
-				fail(fmt.Errorf("reading the acknowledgement: %w", err))
+				we.fail(fmt.Errorf("reading the acknowledgement: %w", err))
 				return
 			}
 			if got := binary.BigEndian.Uint64(ack[:]); got != uint64(n) {
-				fail(fmt.Errorf("server acknowledged %d bytes, %d were written", got, n))
+				we.fail(fmt.Errorf("server acknowledged %d bytes, %d were written", got, n))
 				return
 			}
 			total.Add(n)
@@ -195,8 +177,8 @@ func (b *benchTransport) stream(ctx context.Context, size, conns int) (int64, ti
 	}
 	wg.Wait()
 	el := time.Since(start)
-	if first != nil {
-		return 0, 0, first
+	if err := we.err(); err != nil {
+		return 0, 0, err
 	}
 	return total.Load(), el, ctx.Err()
 }
@@ -236,32 +218,24 @@ func (b *benchTransport) http(ctx context.Context, clients int) (float64, error)
 		return err
 	}
 	var (
-		stop  atomic.Bool
+		we    workerErrs
 		count atomic.Int64
-		errMu sync.Mutex
-		first error
 	)
-	fail := func(err error) {
-		errMu.Lock()
-		first = cmpOr(first, err)
-		errMu.Unlock()
-		stop.Store(true)
-	}
 	worker := func(warmup int, wg *sync.WaitGroup) {
 		defer wg.Done()
 		buf := make([]byte, 4<<10)
 		for i := 0; i < warmup; i++ {
 			if err := get(buf); err != nil {
-				fail(err)
+				we.fail(err)
 				return
 			}
 		}
 		if warmup > 0 {
 			return
 		}
-		for !stop.Load() {
+		for !we.stop.Load() {
 			if err := get(buf); err != nil {
-				fail(err)
+				we.fail(err)
 				return
 			}
 			count.Add(1)
@@ -274,11 +248,11 @@ func (b *benchTransport) http(ctx context.Context, clients int) (float64, error)
 		go worker(20, &wg)
 	}
 	wg.Wait()
-	if first != nil {
-		return 0, first
+	if err := we.err(); err != nil {
+		return 0, err
 	}
 	start := time.Now()
-	timer := time.AfterFunc(b.dur, func() { stop.Store(true) })
+	timer := time.AfterFunc(b.dur, func() { we.stop.Store(true) })
 	defer timer.Stop()
 	for range clients {
 		wg.Add(1)
@@ -286,20 +260,13 @@ func (b *benchTransport) http(ctx context.Context, clients int) (float64, error)
 	}
 	wg.Wait()
 	el := time.Since(start)
-	if first != nil {
-		return 0, first
+	if err := we.err(); err != nil {
+		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	return float64(count.Load()) / el.Seconds(), nil
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // dialN dials n conns to svc, each with a deadline past the measurement;
@@ -322,4 +289,29 @@ func closeAll(cs []net.Conn) {
 	for _, c := range cs {
 		c.Close()
 	}
+}
+
+// workerErrs keeps the first error of a workload's concurrent workers and
+// tells the others to stop.
+type workerErrs struct {
+	stop  atomic.Bool
+	mu    sync.Mutex
+	first error
+}
+
+// fail records err (if it is the first) and stops the workers.
+func (w *workerErrs) fail(err error) {
+	w.mu.Lock()
+	if w.first == nil {
+		w.first = err
+	}
+	w.mu.Unlock()
+	w.stop.Store(true)
+}
+
+// err returns the first error recorded.
+func (w *workerErrs) err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.first
 }
