@@ -462,19 +462,25 @@ func TestReplyFrom(t *testing.T) {
 	}
 }
 
-// TestInflightBytes: a buffered send UCX has not completed counts its
-// payload until it does.
-func TestInflightBytes(t *testing.T) {
-	a := &node{w: openWorker(t, tlsSettings()...)}
-	b := &node{w: openWorker(t, tlsSettings()...)}
+// connectedPair opens two workers and an endpoint from b to a.
+func connectedPair(t *testing.T) (a, b *node, ep EP) {
+	t.Helper()
+	a = &node{w: openWorker(t, tlsSettings()...)}
+	b = &node{w: openWorker(t, tlsSettings()...)}
 	addrA, err := a.w.Address()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := b.w.Connect(addrA)
-	if err != nil {
+	if ep, err = b.w.Connect(addrA); err != nil {
 		t.Fatal(err)
 	}
+	return a, b, ep
+}
+
+// TestInflightBytes: a buffered send UCX has not completed counts its
+// payload until it does.
+func TestInflightBytes(t *testing.T) {
+	a, b, ep := connectedPair(t)
 	// Before wireup a send cannot complete at once: it stays pending.
 	pending, err := b.w.Send(ep, hdr('x', 0), make([]byte, 5000))
 	if err != nil {
@@ -505,16 +511,7 @@ func TestInflightBytes(t *testing.T) {
 // CUCX_UPDATE_TESTDATA set) and checks Transports on the live one.
 func TestCaptureEPInfo(t *testing.T) {
 	tl := os.Getenv("UCX_TLS")
-	a := &node{w: openWorker(t, tlsSettings()...)}
-	b := &node{w: openWorker(t, tlsSettings()...)}
-	addrA, err := a.w.Address()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep, err := b.w.Connect(addrA)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, ep := connectedPair(t)
 	defer func() { _ = b.w.CloseEP(ep, true); pump(t, []*node{a, b}, map[*node][]Event{}, map[uint64]bool{}) }()
 	info := b.w.EPInfo(ep)
 	got := Transports(info)
