@@ -59,6 +59,7 @@ type Conn struct {
 	closedCh      chan struct{} // closed by Close
 	wmu           sync.Mutex    // serializes writers and the FIN after them
 	seq           uint64        // next sequence number to send (under wmu)
+	out           outFrame      // small writes queued while the engine was busy
 	readDeadline  deadline
 	writeDeadline deadline
 }

@@ -31,6 +31,10 @@ func (h engineHandler) HandleEvents(evs []engine.Event) { h.t.handleEvents(evs) 
 // wake-ups.
 func (h engineHandler) Tick(now time.Time) { h.t.tick(now) }
 
+// Combine implements engine.Combiner: it sends the small writes queued
+// while the engine was busy (coalesce.go).
+func (h engineHandler) Combine(s engine.Sender) { h.t.combine(s) }
+
 func (t *Transport) handleEvents(evs []engine.Event) {
 	now := time.Now().UnixNano() // one clock read per batch, for liveness
 	for i := range evs {

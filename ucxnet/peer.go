@@ -24,6 +24,9 @@ type peer struct {
 
 	epMu sync.RWMutex // held (shared) while ep is used, so it is not closed under a user
 	gone bool         // ep is closed or closing (under epMu)
+	// closing is gone for those that hold the engine instead of epMu (a
+	// Combine): set before the endpoint's close takes the engine.
+	closing atomic.Bool
 
 	// Liveness (see Config.KeepAlive), in UnixNano.
 	lastRecv atomic.Int64 // when a frame from the peer last arrived (or the peer was made)
@@ -142,6 +145,7 @@ func (t *Transport) closeEP(p *peer, force bool) {
 		return
 	}
 	p.gone = true
+	p.closing.Store(true)
 	_ = t.eng.CloseEP(p.ep, force)
 }
 

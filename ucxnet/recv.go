@@ -59,6 +59,7 @@ func (c *Conn) keepLocked() {
 
 func (c *Conn) failLocked(err error) {
 	c.keepLocked()
+	c.out.drop(c.t)
 	if c.state == stateAuthPending && c.auth != nil && c.auth.ln != nil {
 		c.auth.ln.removePendingAuth(c)
 	}

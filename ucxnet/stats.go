@@ -14,7 +14,7 @@ type counters struct {
 	resetsRecv, protocolResets, peerFailures       atomic.Uint64
 	authFailures, stalledPeers                     atomic.Uint64
 	foreignFrames, pingsSent, keepAliveFailures    atomic.Uint64
-	idleClosed                                     atomic.Uint64
+	idleClosed, queuedWrites                       atomic.Uint64
 }
 
 // Stats are a Transport's counters.
@@ -45,6 +45,10 @@ type Stats struct {
 	PingsSent         uint64 // keepalive probes sent (see Config.KeepAlive)
 	KeepAliveFailures uint64 // peers taken for dead because they stayed silent past KeepAlive
 	IdlePeersClosed   uint64 // endpoints closed because no conn used them
+	// QueuedWrites counts small writes that found the engine busy and went
+	// into a frame sent by whoever held it next, coalesced with the
+	// conn's following small writes.
+	QueuedWrites uint64
 }
 
 // Stats returns the transport's counters.
@@ -65,5 +69,6 @@ func (t *Transport) Stats() Stats {
 		InflightSends: es.Inflight, ZeroCopyFrames: es.ZCFrames, StalledPeers: s.stalledPeers.Load(),
 		ForeignFrames: s.foreignFrames.Load(), PingsSent: s.pingsSent.Load(),
 		KeepAliveFailures: s.keepAliveFailures.Load(), IdlePeersClosed: s.idleClosed.Load(),
+		QueuedWrites: s.queuedWrites.Load(),
 	}
 }

@@ -52,6 +52,13 @@ type Transport struct {
 	closing   chan struct{}
 	lastSweep time.Time // when the keepalive sweep last ran (engine goroutine)
 
+	// Open frames (coalesce.go): the conns whose frame waits for the
+	// next Combine, and recycled frame buffers.
+	outMu    sync.Mutex
+	outQ     []*Conn
+	outSpare []*Conn // Combine's swap buffer (engine held)
+	outBufs  [][]byte
+
 	opMu  sync.Mutex
 	opSeq uint64
 	ops   map[uint64]chan error // flushes and zero-copy sends UCX has not finished, by token

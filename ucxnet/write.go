@@ -93,12 +93,21 @@ func (c *Conn) Write(b []byte) (int, error) {
 		frame := min(c.frame, sp.frame, c.peerSegs.limit(sp.kind))
 		var sent int
 		var err error
-		if sp.zeroCopy && chunk >= ZeroCopyMin {
-			sent, err = c.sendZeroCopy(hb[:], b[n:n+chunk], frame)
-		} else {
+		p := b[n : n+chunk]
+		switch {
+		case sp.zeroCopy && chunk >= ZeroCopyMin:
+			sent, err = c.sendZeroCopy(hb[:], p, frame)
+			c.framesSent(sent, frame)
+		case chunk <= min(frame, coalesceMax)/2:
+			var done bool
+			if sent, done, err = c.writeSmall(hb, p, frame); done {
+				break
+			}
+			fallthrough
+		default:
 			err = c.peer.use(func(ep engine.EP) (err error) {
 				var pending bool
-				sent, pending, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, b[n:n+chunk], frame)
+				sent, pending, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, p, frame)
 				if pending {
 					// UCX holds copies it could not send yet: count them
 					// against the peer's bound (sends done inline cost
@@ -107,10 +116,8 @@ func (c *Conn) Write(b []byte) (int, error) {
 				}
 				return err
 			})
+			c.framesSent(sent, frame)
 		}
-		frames := (sent + frame - 1) / frame
-		c.seq += uint64(frames)
-		c.t.stats.framesOut.Add(uint64(frames))
 		c.t.stats.bytesOut.Add(uint64(sent))
 		n += sent
 
@@ -120,6 +127,14 @@ func (c *Conn) Write(b []byte) (int, error) {
 			c.werr = withDetail(ErrReset, "%v", err)
 		}
 	}
+}
+
+// framesSent accounts for sent bytes that went out as frames of at most
+// frame bytes: sequence numbers and counters. Called with c.wmu held.
+func (c *Conn) framesSent(sent, frame int) {
+	frames := (sent + frame - 1) / frame
+	c.seq += uint64(frames)
+	c.t.stats.framesOut.Add(uint64(frames))
 }
 
 // peerBufferMax bounds what UCX holds in C memory for sends it could not

@@ -108,6 +108,27 @@ type Ticker interface {
 	Tick(now time.Time)
 }
 
+// Combiner is implemented by a Handler that queues small frames while the
+// engine is busy (TrySendFrames said so, or Buffered shows sends waiting)
+// instead of waiting for it, and has them sent by whoever holds the engine
+// next: flat combining. After the handler calls Engine.Queued, the engine
+// calls Combine, holding its send lock, before the next send, flush or
+// endpoint operation anyone makes on it (so that queued frames go out
+// before the caller's), and otherwise as soon as it has no sends waiting.
+// Combine may be called on any goroutine. It must not block and must send
+// only through s: calling the engine's own methods from Combine
+// deadlocks.
+type Combiner interface {
+	Combine(s Sender)
+}
+
+// Sender sends frames on behalf of a Combiner; it is valid only during
+// the Combine call it was passed to.
+type Sender interface {
+	// SendFrames is Engine.SendFrames.
+	SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending bool, err error)
+}
+
 // TickEvery is the longest an engine goes without calling Tick while it
 // runs.
 const TickEvery = 100 * time.Millisecond
@@ -146,6 +167,21 @@ type Engine interface {
 	// engine still holds copies of some of them that it has not finished
 	// sending (pending: a full transport; they finish with progress).
 	SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending bool, err error)
+	// TrySendFrames is SendFrames if the engine is free at once; ok =
+	// false means another goroutine holds it (progressing the worker, or
+	// sending) and nothing was sent: the caller may queue the frames and
+	// call Queued instead of waiting.
+	TrySendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending, ok bool, err error)
+	// Queued tells the engine that its Handler, a Combiner, has queued
+	// frames: they go out in the next Combine, run by whoever holds the
+	// engine next (the caller itself if the engine is free) — but while
+	// the engine holds sends it could not start (Buffered > 0), only once
+	// it has caught up or someone else sends, so that queued frames grow
+	// instead of waiting one by one.
+	Queued()
+	// SendQueued has the queued frames sent now (a Combine), waiting for
+	// the engine if another goroutine holds it.
+	SendQueued() error
 	// SendFramesZC is SendFrames without copying data: the caller keeps
 	// data pinned and unchanged until the engine is done with it — when
 	// it returns if wait is false, else when a Done event with token

@@ -28,6 +28,11 @@ import (
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
+// maxQueueWait is the longest the engine lets frames its handler queued
+// (engine.Combiner) wait for UCX to catch up with the sends it could not
+// start, before it sends them anyway.
+const maxQueueWait = 100 * time.Microsecond
+
 // pendingPoll is the longest sleep, in milliseconds, while UCX holds sends
 // it could not start yet.
 const pendingPoll = 1
@@ -88,6 +93,12 @@ type Engine struct {
 
 	buffered atomic.Uint64 // cucx Stats.InflightBytes after the last call into UCX
 
+	comb   engine.Combiner // the handler, if it queues frames (nil: it does not)
+	queued atomic.Bool     // comb has queued frames since its last Combine
+	// combined is set (under mu) when a Combine ran while the worker was
+	// held; unlock then wakes the engine for what UCX could not send.
+	combined bool
+
 	wakeups atomic.Uint64
 	batches atomic.Uint64
 }
@@ -136,6 +147,7 @@ func Start(cfg Config, h engine.Handler) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, h: h, w: w, addr: addr, done: make(chan struct{})}
+	e.comb, _ = h.(engine.Combiner)
 	go e.loop()
 	return e, nil
 }
@@ -154,14 +166,96 @@ func (e *Engine) do(f func(w *cucx.Worker) error) error {
 }
 
 func (e *Engine) locked(f func(w *cucx.Worker) error) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.lock()
+	defer e.unlock()
 	if e.closed {
 		return ErrClosed
 	}
 	err := f(e.w)
 	e.buffered.Store(e.w.Stats().InflightBytes)
 	return err
+}
+
+// lock takes the worker, then sends what the handler queued (Combine), so
+// that it goes out before whatever the caller sends.
+func (e *Engine) lock() {
+	e.mu.Lock()
+	e.combineLocked(true)
+}
+
+// lockLoop takes the worker for the engine goroutine's own calls (progress,
+// arm): queued frames go out only if UCX has caught up (see unlock).
+func (e *Engine) lockLoop() {
+	e.mu.Lock()
+	e.combineLocked(false)
+}
+
+// unlock lets the worker go. Frames the handler queued while it was held
+// are sent first, unless UCX still holds sends it could not start (then
+// the engine goroutine sends them once UCX has caught up). Frames queued
+// by a goroutine that found the worker held, after this check, are sent
+// by whoever takes the worker next: this goroutine if nobody else does.
+func (e *Engine) unlock() {
+	e.combineLocked(false)
+	sent := e.combined
+	e.combined = false
+	e.mu.Unlock()
+	for e.queued.Load() && e.buffered.Load() == 0 && e.mu.TryLock() {
+		e.combineLocked(false)
+		sent = sent || e.combined
+		e.combined = false
+		e.mu.Unlock()
+	}
+	if sent {
+		e.kick() // activity: the engine must progress what UCX could not send at once
+	}
+}
+
+// combineLocked has the handler send what it queued (e.mu is held):
+// always if force, else only when UCX holds no sends it could not start.
+// While it does, another frame would only wait behind them, and the
+// handler's queued frames keep growing with the writes that follow
+// (autocorking: a backed-up path gets fewer, larger frames).
+func (e *Engine) combineLocked(force bool) {
+	if e.comb == nil || !e.queued.Load() || e.closed {
+		return
+	}
+	if !force && e.w.Stats().InflightBytes > 0 {
+		return
+	}
+	e.queued.Store(false) // before Combine: frames queued during it set it again
+	e.comb.Combine(lockedSender{e})
+	e.buffered.Store(e.w.Stats().InflightBytes)
+	e.combined = true
+}
+
+// lockedSender sends for a Combine: the worker is already held.
+type lockedSender struct{ e *Engine }
+
+func (s lockedSender) SendFrames(ep engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (int, bool, error) {
+	u, err := uep(ep)
+	if err != nil {
+		return 0, false, err
+	}
+	return s.e.w.SendFrames(u, header, seqOff, lenOff, seq, data, frame)
+}
+
+// Queued tells the engine that the handler queued frames (engine.Combiner).
+// They are sent now if the worker is free and UCX has caught up, else by
+// whoever holds the worker next or, while UCX is backed up, by the engine
+// goroutine once it has caught up.
+func (e *Engine) Queued() {
+	e.queued.Store(true)
+	if e.mu.TryLock() {
+		e.unlock()
+	}
+	e.kick()
+}
+
+// SendQueued sends what the handler queued now, whether or not UCX is
+// backed up, waiting for the worker if another goroutine holds it.
+func (e *Engine) SendQueued() error {
+	return e.locked(func(*cucx.Worker) error { return nil })
 }
 
 // Buffered returns the payload bytes in C-owned send buffers that UCX has
@@ -279,13 +373,35 @@ func (e *Engine) SendFramesZC(ep engine.EP, header []byte, seqOff, lenOff int, s
 	return sent, wait, err
 }
 
+// TrySendFrames is SendFrames if no other goroutine holds the worker;
+// ok = false means one does, and nothing was sent.
+func (e *Engine) TrySendFrames(ep engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending, ok bool, err error) {
+	u, err := uep(ep)
+	if err != nil {
+		return 0, false, true, err
+	}
+	if !e.mu.TryLock() {
+		return 0, false, false, nil
+	}
+	if e.closed {
+		e.mu.Unlock()
+		return 0, false, true, ErrClosed
+	}
+	e.combineLocked(true) // what others queued first, as lock does
+	sent, pending, err = e.w.SendFrames(u, header, seqOff, lenOff, seq, data, frame)
+	e.buffered.Store(e.w.Stats().InflightBytes)
+	e.unlock()
+	e.kick()
+	return sent, pending, true, err
+}
+
 // markHeld tells the worker which events of the batch the handler held.
 // It takes the lock: the handler may have called into UCX, and UCX may
 // have recorded events (growing the C array) meanwhile.
 func (e *Engine) markHeld(evs []cucx.Event) {
-	e.mu.Lock()
+	e.lockLoop()
 	e.w.MarkHeld(evs)
-	e.mu.Unlock()
+	e.unlock()
 }
 
 // Stats returns the engine's counters.
@@ -325,6 +441,7 @@ func (e *Engine) loop() {
 	bs := newBulkSpin(e.cfg.Spin, min(e.cfg.SpinMax, e.cfg.IdleTimeout))
 	ticker, _ := e.h.(engine.Ticker)
 	lastTick := last
+	var queuedSince time.Time // when queued frames were first seen waiting
 	for !e.stopping.Load() {
 		if ticker != nil {
 			if now := time.Now(); now.Sub(lastTick) >= engine.TickEvery {
@@ -334,10 +451,10 @@ func (e *Engine) loop() {
 		}
 		var n int
 		rel := e.takeReleases()
-		e.mu.Lock()
+		e.lockLoop()
 		evs, n = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
 		e.buffered.Store(e.w.Stats().InflightBytes)
-		e.mu.Unlock()
+		e.unlock()
 		bulk := false
 		if len(evs) > 0 {
 			bulk = bulkBatch(evs)
@@ -345,6 +462,20 @@ func (e *Engine) loop() {
 			e.h.HandleEvents(evs)
 			e.markHeld(evs)
 			clear(evs) // drop references to C memory
+		}
+		// Frames queued while UCX is backed up wait for it to catch up
+		// (combineLocked), but not for long: one peer that stopped
+		// draining would hold back the frames to every other peer.
+		if e.queued.Load() {
+			if now := time.Now(); queuedSince.IsZero() {
+				queuedSince = now
+			} else if now.Sub(queuedSince) >= maxQueueWait {
+				e.lock() // forces them out
+				e.unlock()
+				queuedSince = time.Time{}
+			}
+		} else {
+			queuedSince = time.Time{}
 		}
 		// Activity — frames in, or sends out — restarts the spin window.
 		// UCX's own progress count (n) is not activity: its timers and
@@ -367,11 +498,15 @@ func (e *Engine) loop() {
 		if bs.judge(now) {
 			continue // the window may have grown
 		}
+		if e.queued.Load() {
+			runtime.Gosched()
+			continue // not asleep while frames wait (see maxQueueWait)
+		}
 		seq := e.submits.Load()
-		e.mu.Lock()
+		e.lockLoop()
 		busy, err := e.w.Arm()
 		pending := e.w.Stats().Inflight > 0
-		e.mu.Unlock()
+		e.unlock()
 		if busy || err != nil {
 			continue
 		}

@@ -81,6 +81,7 @@ func (n *Network) ReleaseHeld() {
 func (n *Network) Start(h engine.Handler) (*Engine, error) {
 	id := n.seq.Add(1)
 	e := &Engine{n: n, h: h, addr: fmt.Appendf(nil, "mem:%d", id), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	e.comb, _ = h.(engine.Combiner)
 	n.mu.Lock()
 	n.engines[string(e.addr)] = e
 	n.mu.Unlock()
@@ -102,6 +103,14 @@ type Engine struct {
 	done   chan struct{}
 
 	sent, batches atomic.Uint64
+
+	// smu is the send lock (the real engine's worker lock): sends,
+	// flushes and endpoint closes take it, and a Combiner handler's queued
+	// frames go out first (engine.Combiner).
+	smu    sync.Mutex
+	comb   engine.Combiner
+	queued atomic.Bool
+	busy   atomic.Bool // SetBusy: TrySendFrames fails, as if the engine were held
 }
 
 // ep is an endpoint from one engine to another.
@@ -156,6 +165,8 @@ func (e *Engine) CloseEP(x engine.EP, force bool) error {
 	if p == nil {
 		return errors.New("memengine: no such endpoint")
 	}
+	e.lock()
+	defer e.unlock()
 	p.closed.Store(true)
 	e.mu.Lock()
 	if i := slices.Index(e.eps, p); i >= 0 {
@@ -166,13 +177,97 @@ func (e *Engine) CloseEP(x engine.EP, force bool) error {
 }
 
 // Flush finishes at once: sends are delivered when made.
-func (e *Engine) Flush(engine.EP, uint64) (bool, error) { return true, nil }
+func (e *Engine) Flush(engine.EP, uint64) (bool, error) {
+	e.lock() // what was queued goes out first
+	e.unlock()
+	return true, nil
+}
 
 // errReset is what a send on a failed or closed endpoint returns.
 var errReset = fmt.Errorf("memengine: endpoint failed: %w", syscall.ECONNRESET)
 
 // Send sends one frame.
 func (e *Engine) Send(x engine.EP, header, data []byte) error {
+	e.lock()
+	defer e.unlock()
+	return e.send(x, header, data)
+}
+
+// lock takes the send lock and sends what the handler queued.
+func (e *Engine) lock() {
+	e.smu.Lock()
+	e.combineLocked(true)
+}
+
+// unlock sends what the handler queued (unless busy, standing for a
+// backed-up engine) and lets the send lock go; frames queued by a
+// goroutine that found it held are sent by whoever takes it next, or here.
+func (e *Engine) unlock() {
+	e.combineLocked(false)
+	e.smu.Unlock()
+	for e.queued.Load() && !e.busy.Load() && e.smu.TryLock() {
+		e.combineLocked(false)
+		e.smu.Unlock()
+	}
+}
+
+func (e *Engine) combineLocked(force bool) {
+	if e.comb == nil || !e.queued.Load() || (!force && e.busy.Load()) {
+		return
+	}
+	e.queued.Store(false)
+	e.comb.Combine(sender{e})
+}
+
+// sender sends for a Combine, the send lock held.
+type sender struct{ e *Engine }
+
+func (s sender) SendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (int, bool, error) {
+	n, err := s.e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
+	return n, false, err
+}
+
+// SetBusy makes the engine look held and backed up while busy is true:
+// TrySendFrames fails, Buffered reports 1, and queued frames wait for an
+// operation that forces them out (a send, flush or SendQueued); clearing
+// it sends what was queued.
+func (e *Engine) SetBusy(busy bool) {
+	e.busy.Store(busy)
+	if !busy && e.queued.Load() {
+		e.lock()
+		e.unlock()
+	}
+}
+
+// TrySendFrames is SendFrames, unless the engine is busy (SetBusy).
+func (e *Engine) TrySendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (int, bool, bool, error) {
+	if e.busy.Load() || !e.smu.TryLock() {
+		return 0, false, false, nil
+	}
+	e.combineLocked(true)
+	n, err := e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
+	e.unlock()
+	return n, false, true, err
+}
+
+// Queued implements engine.Engine: what the handler queued is sent now,
+// unless the engine is busy or held.
+func (e *Engine) Queued() {
+	e.queued.Store(true)
+	if !e.busy.Load() && e.smu.TryLock() {
+		e.unlock()
+	}
+}
+
+// SendQueued implements engine.Engine.
+func (e *Engine) SendQueued() error {
+	e.lock()
+	e.unlock()
+	return nil
+}
+
+// send delivers one frame; the send lock is held.
+func (e *Engine) send(x engine.EP, header, data []byte) error {
 	p := epOf(x)
 	if p == nil || p.closed.Load() || p.failed.Load() {
 		return errReset
@@ -214,6 +309,8 @@ func (e *Engine) Send(x engine.EP, header, data []byte) error {
 
 // SendFrames sends data as frames of at most frame bytes.
 func (e *Engine) SendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (int, bool, error) {
+	e.lock()
+	defer e.unlock()
 	n, err := e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
 	return n, false, err
 }
@@ -228,7 +325,7 @@ func (e *Engine) sendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq 
 		m := min(frame, len(data)-sent)
 		binary.LittleEndian.PutUint64(h[seqOff:], seq)
 		binary.LittleEndian.PutUint32(h[lenOff:], uint32(m))
-		if err := e.Send(x, h, data[sent:sent+m]); err != nil {
+		if err := e.send(x, h, data[sent:sent+m]); err != nil {
 			return sent, err
 		}
 		sent += m
@@ -240,6 +337,8 @@ func (e *Engine) sendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq 
 // SendFramesZC is SendFrames: the data is copied, so the caller never
 // waits.
 func (e *Engine) SendFramesZC(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int, token uint64) (int, bool, error) {
+	e.lock()
+	defer e.unlock()
 	n, err := e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
 	return n, false, err
 }
@@ -250,8 +349,13 @@ func (e *Engine) Release(...stream.Ref) {}
 // Transports names the in-memory transport.
 func (e *Engine) Transports(engine.EP) []string { return []string{"mem"} }
 
-// Buffered is 0: sends are delivered when made.
-func (e *Engine) Buffered() uint64 { return 0 }
+// Buffered is 0 (sends are delivered when made), or 1 while busy (SetBusy).
+func (e *Engine) Buffered() uint64 {
+	if e.busy.Load() {
+		return 1
+	}
+	return 0
+}
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() engine.Stats {

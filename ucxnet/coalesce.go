@@ -1,0 +1,193 @@
+package ucxnet
+
+// Small writes while the engine is busy: queued and coalesced instead of
+// waiting for it (engine.Combiner).
+//
+// Every send takes the engine's lock, which the engine goroutine holds
+// while it progresses the worker and other writers hold while they send.
+// A small Write that finds the lock taken does not wait for it: it copies
+// its bytes into its conn's open frame — a DATA frame whose sequence
+// number is already taken, sent by whoever holds the engine next — and
+// returns. Further small writes to the same conn append to that frame
+// until it is full or sent, so a writer that keeps finding the engine busy
+// sends one frame per coalesceMax bytes instead of one per write, and the
+// receiver handles (and wakes its reader for) a fraction of the frames.
+// A Write that finds the engine free sends at once, as before: coalescing
+// never delays a frame that could go now.
+
+import (
+	"sync"
+
+	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+// coalesceMax is the most a queued frame holds. Writes of more than half
+// of it go through the engine's lock directly: copying them twice (here,
+// then into UCX) would cost more than waiting.
+const coalesceMax = 32 << 10
+
+// outFrame is a conn's open frame: data written while the engine was
+// busy, not yet sent. mu is a leaf lock: nothing is called with it held.
+type outFrame struct {
+	mu   sync.Mutex
+	open bool                   // queued: the next Combine sends it
+	hdr  [stream.HeaderLen]byte // its header, while open
+	seq  uint64                 // its sequence number, while open
+	buf  []byte                 // its payload, while open
+	max  int                    // the most buf may hold
+	err  error                  // a Combine's send failed (reported by the next Write)
+}
+
+// drop discards the open frame: the conn is reset or failed.
+func (o *outFrame) drop(t *Transport) {
+	o.mu.Lock()
+	buf := o.buf
+	o.open, o.buf = false, nil
+	o.mu.Unlock()
+	if buf != nil {
+		t.putOutBuf(buf)
+	}
+}
+
+// writeSmall sends p (no more than half of coalesceMax and of frame,
+// within the send window) as c's next data, hb being the DATA header: into
+// the open frame if it has room (a full one is sent first), else at once if
+// the engine is free and has caught up, else into a new open frame. frame
+// is the largest frame the path allows. ok = false means none of these
+// worked out: the caller sends p through the engine's lock. Called with
+// c.wmu held.
+func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent int, ok bool, err error) {
+	o := &c.out
+	for try := 0; ; try++ {
+		o.mu.Lock()
+		if err := o.err; err != nil {
+			o.err = nil
+			o.mu.Unlock()
+			return 0, true, err
+		}
+		if !o.open {
+			o.mu.Unlock()
+			break
+		}
+		if len(o.buf)+len(p) <= o.max {
+			o.buf = append(o.buf, p...)
+			o.mu.Unlock()
+			c.t.stats.queuedWrites.Add(1)
+			return len(p), true, nil
+		}
+		o.mu.Unlock()
+		if try > 0 {
+			return 0, false, nil // still open: the engine is closed, say
+		}
+		// Full: send it (and whatever else is queued), then start anew.
+		if err := c.t.eng.SendQueued(); err != nil {
+			return 0, true, err
+		}
+	}
+
+	// Send at once, if the engine is free and has no sends waiting (else
+	// this frame would only queue behind them, in UCX).
+	if c.t.eng.Buffered() == 0 {
+		var pending, free bool
+		err = c.peer.use(func(ep engine.EP) (err error) {
+			sent, pending, free, err = c.t.eng.TrySendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, p, frame)
+			return err
+		})
+		if free || err != nil {
+			if pending {
+				c.peer.unflushed.Add(int64(sent))
+			}
+			c.framesSent(sent, frame)
+			return sent, true, err
+		}
+	}
+
+	// Busy or backed up: open a frame for p and whatever follows, sent by
+	// whoever holds the engine next once it has caught up.
+	buf := c.t.getOutBuf()
+	o.mu.Lock()
+	o.open = true
+	o.hdr = hb
+	o.seq = c.seq
+	o.max = min(frame, coalesceMax)
+	o.buf = append(buf[:0], p...)
+	o.mu.Unlock()
+	c.seq++
+	c.t.stats.queuedWrites.Add(1)
+	c.t.queueOut(c)
+	return len(p), true, nil
+}
+
+// getOutBuf returns a buffer for an open frame.
+func (t *Transport) getOutBuf() []byte {
+	t.outMu.Lock()
+	defer t.outMu.Unlock()
+	if n := len(t.outBufs); n > 0 {
+		b := t.outBufs[n-1]
+		t.outBufs = t.outBufs[:n-1]
+		return b
+	}
+	return make([]byte, 0, coalesceMax)
+}
+
+// putOutBuf recycles an open frame's buffer (at most maxOutBufs are kept:
+// the idle cost of a busy moment stays bounded).
+func (t *Transport) putOutBuf(b []byte) {
+	t.outMu.Lock()
+	if len(t.outBufs) < maxOutBufs {
+		t.outBufs = append(t.outBufs, b[:0])
+	}
+	t.outMu.Unlock()
+}
+
+// maxOutBufs is how many open-frame buffers a transport keeps for reuse.
+const maxOutBufs = 64
+
+// queueOut puts c's open frame on the transport's queue and tells the
+// engine.
+func (t *Transport) queueOut(c *Conn) {
+	t.outMu.Lock()
+	t.outQ = append(t.outQ, c)
+	t.outMu.Unlock()
+	t.eng.Queued()
+}
+
+// combine sends every queued open frame (engine.Combiner). It runs with
+// the engine held, on whichever goroutine holds it; it takes only leaf
+// locks.
+func (t *Transport) combine(s engine.Sender) {
+	t.outMu.Lock()
+	q := t.outQ
+	t.outQ = t.outSpare[:0]
+	t.outMu.Unlock()
+	for i, c := range q {
+		q[i] = nil
+		o := &c.out
+		o.mu.Lock()
+		if !o.open {
+			o.mu.Unlock()
+			continue
+		}
+		hdr, seq, buf := o.hdr, o.seq, o.buf
+		o.open, o.buf = false, nil
+		o.mu.Unlock()
+		p := c.peer
+		// An endpoint being closed must not be used: closeEP marks it
+		// before it takes the engine, and we hold the engine.
+		if !p.closing.Load() {
+			sent, pending, err := s.SendFrames(p.ep, hdr[:], seqOffset, lenOffset, seq, buf, len(buf))
+			if pending {
+				p.unflushed.Add(int64(sent))
+			}
+			t.stats.framesOut.Add(1)
+			if err != nil {
+				o.mu.Lock()
+				o.err = withDetail(ErrReset, "%v", err)
+				o.mu.Unlock()
+			}
+		}
+		t.putOutBuf(buf)
+	}
+	t.outSpare = q[:0] // only Combine (engine held) touches outSpare
+}

@@ -1,0 +1,226 @@
+package ucxnet
+
+// Small writes queued while the engine is busy (coalesce.go), over the
+// in-memory engine, whose SetBusy makes it look held and backed up.
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ucxnet/ucxnet/registry"
+)
+
+// Small writes to a busy engine return at once, go out as a few large
+// frames, and arrive exactly; big ones push the queued frames out first.
+func TestMemCoalesceSmallWrites(t *testing.T) {
+	p := newMemPair(t, Config{})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	before := p.client.Stats()
+
+	const writes, size = 200, 1000
+	want := make([]byte, writes*size)
+	rand.Read(want)
+	p.cEng.SetBusy(true)
+	for i := 0; i < writes; i++ {
+		n, err := c.Write(want[i*size : (i+1)*size])
+		require.NoError(t, err)
+		require.Equal(t, size, n)
+	}
+	// A write too big to queue goes through the engine, after the queue.
+	big := make([]byte, 3*coalesceMax)
+	rand.Read(big)
+	want = append(want, big...)
+	_, err := c.Write(big)
+	require.NoError(t, err)
+	tail := []byte("tail written while busy")
+	want = append(want, tail...)
+	_, err = c.Write(tail)
+	require.NoError(t, err)
+	p.cEng.SetBusy(false)
+
+	got := make([]byte, len(want))
+	_, err = io.ReadFull(s, got)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got), "the stream differs")
+
+	st := p.client.Stats()
+	queued, frames := st.QueuedWrites-before.QueuedWrites, st.FramesOut-before.FramesOut
+	require.Equal(t, uint64(writes+1), queued, "every small write to the busy engine is queued")
+	// 200 KB in frames of at most coalesceMax, plus the big write's and
+	// the tail's: far fewer frames than writes.
+	require.Less(t, frames, uint64(writes/4), "frames sent: %d", frames)
+}
+
+// Close after queued writes delivers them before the FIN, and CloseWrite
+// likewise: the peer reads everything, then io.EOF.
+func TestMemCoalesceCloseDelivers(t *testing.T) {
+	for _, half := range []bool{false, true} {
+		p := newMemPair(t, Config{})
+		c, s := p.conns(t)
+		p.cEng.SetBusy(true)
+		want := make([]byte, 5000)
+		rand.Read(want)
+		for i := 0; i < len(want); i += 500 {
+			_, err := c.Write(want[i : i+500])
+			require.NoError(t, err)
+		}
+		if half {
+			require.NoError(t, c.(*Conn).CloseWrite())
+		} else {
+			require.NoError(t, c.Close())
+		}
+		got, err := io.ReadAll(s)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(want, got), "half=%v: read %d of %d bytes", half, len(got), len(want))
+		p.cEng.SetBusy(false)
+		c.Close()
+		s.Close()
+	}
+}
+
+// A reset conn drops what it had queued: nothing of it reaches the peer
+// after the RST, and the peer sees ECONNRESET.
+func TestMemCoalesceAbortDrops(t *testing.T) {
+	p := newMemPair(t, Config{})
+	c, s := p.conns(t)
+	defer s.Close()
+	before := p.server.Stats().BytesIn
+	p.cEng.SetBusy(true)
+	_, err := c.Write([]byte("queued, then reset"))
+	require.NoError(t, err)
+	require.NoError(t, c.(*Conn).SetLinger(0))
+	require.NoError(t, c.Close())
+	p.cEng.SetBusy(false)
+	s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.ReadAll(s)
+	require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
+	require.Equal(t, before, p.server.Stats().BytesIn, "no data after the RST")
+}
+
+// A write deadline that passes while the engine is busy does not lose a
+// queued write: what Write reported as written arrives.
+func TestMemCoalesceDeadline(t *testing.T) {
+	p := newMemPair(t, Config{Window: 64 << 10})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	p.cEng.SetBusy(true)
+	c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	var written int
+	chunk := make([]byte, 1000)
+	for {
+		n, err := c.Write(chunk)
+		written += n
+		if err != nil {
+			var ne net.Error
+			require.True(t, errors.As(err, &ne) && ne.Timeout(), "%v", err)
+			break
+		}
+	}
+	p.cEng.SetBusy(false)
+	s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got := make([]byte, written)
+	_, err := io.ReadFull(s, got)
+	require.NoError(t, err, "Write reported %d bytes written", written)
+}
+
+// nettest's conformance suite with both engines flipping between busy and
+// free all along, so that writes take every way: queued, appended, sent at
+// once, pushed out by a full frame, a flush or a FIN.
+func TestMemNetTestBusyEngines(t *testing.T) {
+	p := newMemPair(t, Config{Window: 256 << 10})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		busy := false
+		for {
+			select {
+			case <-stop:
+				p.cEng.SetBusy(false)
+				p.srvEng.SetBusy(false)
+				return
+			case <-time.After(30 * time.Microsecond):
+			}
+			busy = !busy
+			p.cEng.SetBusy(busy)
+			p.srvEng.SetBusy(!busy)
+		}
+	}()
+	runNetTest(t, p.pair)
+	close(stop)
+	<-done
+	require.NotZero(t, p.client.Stats().QueuedWrites+p.server.Stats().QueuedWrites, "no write was ever queued")
+}
+
+// A peer that stops draining (SIGSTOP) leaves UCX holding sends to it that
+// it cannot start, so small writes to every other peer find the engine
+// backed up and queue. They must still go out promptly (the engine sends
+// queued frames after maxQueueWait even while backed up), not wait for the
+// stopped peer: round trips with a live peer keep completing.
+func TestStoppedPeerDoesNotHoldBackOthers(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name, mode string) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v=false")
+		cmd.Env = append(os.Environ(), childEnv+"="+name, childModeEnv+"="+mode, "UCXNET_REGISTRY=dir:"+dir, "GORACE=atexit_sleep_ms=0")
+		return startCmd(t, cmd)
+	}
+	stopped := mk("stopped", "discard")
+	mk("live", "echo")
+	reg, err := registry.NewDir(dir)
+	require.NoError(t, err)
+	// No keepalive: it would take the stopped peer for dead and close its
+	// endpoint, which ends the backlog this test is about.
+	tr, err := NewTransport(Config{Registry: reg, KeepAlive: -1})
+	require.NoError(t, err)
+	defer tr.Close()
+	d := Dialer{Transport: tr, Timeout: 10 * time.Second}
+	toStopped, err := d.Dial(Network, "stopped")
+	require.NoError(t, err)
+	defer toStopped.Close()
+	live, err := d.Dial(Network, "live")
+	require.NoError(t, err)
+	defer live.Close()
+
+	require.NoError(t, stopped.Process.Signal(syscall.SIGSTOP))
+	defer stopped.Process.Signal(syscall.SIGCONT)
+	// Fill the stopped peer's transport and the window: the writer blocks
+	// once UCX holds what the peer could not take.
+	go func() {
+		buf := make([]byte, 4<<10)
+		for {
+			if _, err := toStopped.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	require.Eventually(t, func() bool { return tr.eng.Buffered() > 0 }, 10*time.Second, time.Millisecond,
+		"UCX never held sends to the stopped peer")
+
+	// 64 B round trips with the live peer: without the bound each would
+	// wait for the stopped peer forever. The deadline only catches a hang.
+	live.SetDeadline(time.Now().Add(20 * time.Second))
+	msg, got := make([]byte, 64), make([]byte, 64)
+	for i := range 200 {
+		msg[0] = byte(i)
+		_, err := live.Write(msg)
+		require.NoError(t, err)
+		_, err = io.ReadFull(live, got)
+		require.NoError(t, err, "round trip %d", i)
+		require.Equal(t, msg, got)
+	}
+	require.NotZero(t, tr.Stats().QueuedWrites, "the live conn's writes never found the engine backed up")
+	require.NotZero(t, tr.eng.Buffered(), "the backlog ended during the test")
+}
