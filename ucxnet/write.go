@@ -20,15 +20,17 @@ func (c *Conn) sendWindow(limit uint64) {
 	_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindWindow, ConnID: c.remoteID, Aux: limit})
 }
 
-// Write writes data to the conn. It returns once all of b is handed to UCX
-// and UCX is done with b — taken by the transport inline, copied into
-// C-owned buffers that the send owns until it completes, or (over shared
-// memory, for ZeroCopyMin bytes or more) sent straight from b, pinned until
-// UCX reports it sent: b may be reused at once — or with an error, in
-// which case n says how many bytes were sent (on a reset conn, at least
-// that many may have reached the peer). Write blocks while the
-// peer's receive window is full; the deadline is checked before each part
-// is committed to UCX.
+// Write writes data to the conn. It returns once all of b is committed and
+// nothing holds b any more — taken by UCX inline, copied into C-owned
+// buffers that the send owns until it completes, (over shared memory, for
+// ZeroCopyMin bytes or more) sent straight from b, pinned until UCX reports
+// it sent, or (a small write that finds the engine busy or backed up)
+// copied into the conn's open frame, which the transport sends within
+// microseconds, coalesced with the writes that follow (see coalesce.go):
+// b may be reused at once. On an error, n says how many bytes were
+// committed (on a reset conn, at least that many may have reached the
+// peer). Write blocks while the peer's receive window is full; the
+// deadline is checked before each part is committed.
 func (c *Conn) Write(b []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()

@@ -442,12 +442,14 @@ func (e *Engine) loop() {
 	ticker, _ := e.h.(engine.Ticker)
 	lastTick := last
 	var queuedSince time.Time // when queued frames were first seen waiting
+	// now is read once per pass, after the progress call (a clock read
+	// is a measurable part of a spinning pass); the tick uses the last
+	// pass's.
+	now := last
 	for !e.stopping.Load() {
-		if ticker != nil {
-			if now := time.Now(); now.Sub(lastTick) >= engine.TickEvery {
-				lastTick = now
-				ticker.Tick(now)
-			}
+		if ticker != nil && now.Sub(lastTick) >= engine.TickEvery {
+			lastTick = now
+			ticker.Tick(now)
 		}
 		var n int
 		rel := e.takeReleases()
@@ -466,8 +468,9 @@ func (e *Engine) loop() {
 		// Frames queued while UCX is backed up wait for it to catch up
 		// (combineLocked), but not for long: one peer that stopped
 		// draining would hold back the frames to every other peer.
+		now = time.Now()
 		if e.queued.Load() {
-			if now := time.Now(); queuedSince.IsZero() {
+			if queuedSince.IsZero() {
 				queuedSince = now
 			} else if now.Sub(queuedSince) >= maxQueueWait {
 				e.lock() // forces them out
@@ -482,13 +485,12 @@ func (e *Engine) loop() {
 		// keepalives would keep an idle engine spinning.
 		if s := e.submits.Load(); len(evs) > 0 || s != seen {
 			seen = s
-			last = time.Now()
+			last = now
 			if bulk {
 				bs.frame(last)
 			}
 			continue
 		}
-		now := time.Now()
 		if now.Sub(last) < e.cfg.Spin || bs.spinning(now) {
 			if n == 0 {
 				runtime.Gosched()
