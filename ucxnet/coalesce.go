@@ -105,7 +105,7 @@ func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent 
 
 	// Busy or backed up: open a frame for p and whatever follows, sent by
 	// whoever holds the engine next once it has caught up.
-	buf := c.t.getOutBuf()
+	buf := c.t.getOutBuf(len(p))
 	o.mu.Lock()
 	o.open = true
 	o.hdr = hb
@@ -119,21 +119,29 @@ func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent 
 	return len(p), true, nil
 }
 
-// getOutBuf returns a buffer for an open frame.
-func (t *Transport) getOutBuf() []byte {
+// getOutBuf returns a buffer for an open frame whose first write is n
+// bytes: a recycled full-size one, else one sized for a few such writes
+// (append grows it), so that many conns each queueing a small message
+// do not each take coalesceMax bytes.
+func (t *Transport) getOutBuf(n int) []byte {
 	t.outMu.Lock()
-	defer t.outMu.Unlock()
-	if n := len(t.outBufs); n > 0 {
-		b := t.outBufs[n-1]
-		t.outBufs = t.outBufs[:n-1]
+	if k := len(t.outBufs); k > 0 {
+		b := t.outBufs[k-1]
+		t.outBufs[k-1] = nil
+		t.outBufs = t.outBufs[:k-1]
+		t.outMu.Unlock()
 		return b
 	}
-	return make([]byte, 0, coalesceMax)
+	t.outMu.Unlock()
+	return make([]byte, 0, min(coalesceMax, max(4*n, 4<<10)))
 }
 
-// putOutBuf recycles an open frame's buffer (at most maxOutBufs are kept:
-// the idle cost of a busy moment stays bounded).
+// putOutBuf recycles an open frame's buffer, if it grew to full size (at
+// most maxOutBufs are kept: the idle cost of a busy moment stays bounded).
 func (t *Transport) putOutBuf(b []byte) {
+	if cap(b) < coalesceMax {
+		return
+	}
 	t.outMu.Lock()
 	if len(t.outBufs) < maxOutBufs {
 		t.outBufs = append(t.outBufs, b[:0])
