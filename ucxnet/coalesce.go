@@ -1,19 +1,21 @@
 package ucxnet
 
-// Small writes while the engine is busy: queued and coalesced instead of
-// waiting for it (engine.Combiner).
+// Small writes while the engine is busy or backed up: queued and coalesced
+// instead of sent one frame each (autocorking; engine.Combiner).
 //
 // Every send takes the engine's lock, which the engine goroutine holds
-// while it progresses the worker and other writers hold while they send.
-// A small Write that finds the lock taken does not wait for it: it copies
-// its bytes into its conn's open frame — a DATA frame whose sequence
-// number is already taken, sent by whoever holds the engine next — and
-// returns. Further small writes to the same conn append to that frame
-// until it is full or sent, so a writer that keeps finding the engine busy
-// sends one frame per coalesceMax bytes instead of one per write, and the
-// receiver handles (and wakes its reader for) a fraction of the frames.
-// A Write that finds the engine free sends at once, as before: coalescing
-// never delays a frame that could go now.
+// while it progresses the worker and other writers hold while they send;
+// and while UCX holds sends it could not start (a full shared-memory FIFO
+// or socket), a new frame would only wait behind them. A small Write that
+// finds the lock taken, or UCX backed up, does not send: it copies its
+// bytes into its conn's open frame — a DATA frame whose sequence number is
+// already taken — and returns. Further small writes to the same conn
+// append to it until it is full, so a backed-up conn sends one frame per
+// coalesceMax bytes instead of one per write, and the receiver handles
+// (and wakes its reader for) a fraction of the frames. The engine sends
+// open frames before any other send, flush or close on it, once UCX has
+// caught up, and after maxQueueWait (100 µs) at the latest; a Write that
+// finds the engine free and caught up sends at once, as before.
 
 import (
 	"sync"
