@@ -41,6 +41,16 @@ type outFrame struct {
 	err  error                  // a Combine's send failed (reported by the next Write)
 }
 
+// takeErr returns (once) the error of a Combine's failed send of the open
+// frame: the stream has a gap, so the conn's writing side is broken.
+func (o *outFrame) takeErr() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	err := o.err
+	o.err = nil
+	return err
+}
+
 // drop discards the open frame: the conn is reset or failed.
 func (o *outFrame) drop(t *Transport) {
 	o.mu.Lock()
@@ -63,16 +73,11 @@ func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent 
 	o := &c.out
 	for try := 0; ; try++ {
 		o.mu.Lock()
-		if err := o.err; err != nil {
-			o.err = nil
-			o.mu.Unlock()
-			return 0, true, err
-		}
 		if !o.open {
 			o.mu.Unlock()
 			break
 		}
-		if len(o.buf)+len(p) <= o.max {
+		if len(o.buf)+len(p) <= min(o.max, frame) { // frame: the path may have been learnt since
 			o.buf = append(o.buf, p...)
 			o.mu.Unlock()
 			c.t.stats.queuedWrites.Add(1)
@@ -88,25 +93,26 @@ func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent 
 		}
 	}
 
-	// Send at once, if the engine is free and has no sends waiting (else
-	// this frame would only queue behind them, in UCX).
-	if c.t.eng.Buffered() == 0 {
-		var pending, free bool
-		err = c.peer.use(func(ep engine.EP) (err error) {
-			sent, pending, free, err = c.t.eng.TrySendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, p, frame)
-			return err
-		})
-		if free || err != nil {
-			if pending {
-				c.peer.unflushed.Add(int64(sent))
-			}
-			c.framesSent(sent, frame)
-			return sent, true, err
+	// Send at once, if the engine is free and has no sends to this peer
+	// waiting (else this frame would only queue behind them, in UCX).
+	var pending, free bool
+	err = c.peer.use(func(ep engine.EP) (err error) {
+		if c.t.eng.BufferedTo(ep) > 0 {
+			return nil
 		}
+		sent, pending, free, err = c.t.eng.TrySendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, p, frame)
+		return err
+	})
+	if free || err != nil {
+		if pending {
+			c.peer.unflushed.Add(int64(sent))
+		}
+		c.framesSent(sent, frame)
+		return sent, true, err
 	}
 
 	// Busy or backed up: open a frame for p and whatever follows, sent by
-	// whoever holds the engine next once it has caught up.
+	// whoever holds the engine next once the peer has caught up.
 	buf := c.t.getOutBuf(len(p))
 	o.mu.Lock()
 	o.open = true
@@ -163,17 +169,29 @@ func (t *Transport) queueOut(c *Conn) {
 	t.eng.Queued()
 }
 
-// combine sends every queued open frame (engine.Combiner). It runs with
-// the engine held, on whichever goroutine holds it; it takes only leaf
-// locks.
-func (t *Transport) combine(s engine.Sender) {
+// combine sends the queued open frames (engine.Combiner): all of them, or
+// (all = false) those whose peer is not backed up; the others stay queued,
+// growing, and kept says so. It runs with the engine held, on whichever
+// goroutine holds it; it takes only leaf locks.
+func (t *Transport) combine(s engine.Sender, all bool) (kept bool) {
 	t.outMu.Lock()
 	q := t.outQ
 	t.outQ = t.outSpare[:0]
+	t.outSpare = nil
 	t.outMu.Unlock()
+	k := 0
 	for i, c := range q {
 		q[i] = nil
 		o := &c.out
+		p := c.peer
+		// An endpoint being closed must not be used: closeEP marks it
+		// before it takes the engine, and we hold the engine.
+		closing := p.closing.Load()
+		if !all && !closing && s.BufferedTo(p.ep) > 0 {
+			q[k] = c // UCX is still sending earlier frames to this peer
+			k++
+			continue
+		}
 		o.mu.Lock()
 		if !o.open {
 			o.mu.Unlock()
@@ -182,10 +200,7 @@ func (t *Transport) combine(s engine.Sender) {
 		hdr, seq, buf := o.hdr, o.seq, o.buf
 		o.open, o.buf = false, nil
 		o.mu.Unlock()
-		p := c.peer
-		// An endpoint being closed must not be used: closeEP marks it
-		// before it takes the engine, and we hold the engine.
-		if !p.closing.Load() {
+		if !closing {
 			sent, pending, err := s.SendFrames(p.ep, hdr[:], seqOffset, lenOffset, seq, buf, len(buf))
 			if pending {
 				p.unflushed.Add(int64(sent))
@@ -199,5 +214,14 @@ func (t *Transport) combine(s engine.Sender) {
 		}
 		t.putOutBuf(buf)
 	}
-	t.outSpare = q[:0] // only Combine (engine held) touches outSpare
+	t.outMu.Lock()
+	if k > 0 {
+		newer := t.outQ
+		t.outQ = append(q[:k], newer...) // the kept ones first: they are older
+		clear(newer)
+		q = newer
+	}
+	t.outSpare = q[:0]
+	t.outMu.Unlock()
+	return k > 0
 }

@@ -296,6 +296,9 @@ func (c *Conn) CloseWrite() error {
 // sendFin sends FIN after all data, once. c.wmu is held.
 func (c *Conn) sendFin() error {
 	c.mu.Lock()
+	if err := c.out.takeErr(); err != nil && c.werr == nil {
+		c.werr = err // a queued frame was lost: no FIN after a gap
+	}
 	if c.finOut || c.werr != nil || c.state != stateOpen {
 		c.mu.Unlock()
 		return nil

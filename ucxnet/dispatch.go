@@ -33,7 +33,7 @@ func (h engineHandler) Tick(now time.Time) { h.t.tick(now) }
 
 // Combine implements engine.Combiner: it sends the small writes queued
 // while the engine was busy (coalesce.go).
-func (h engineHandler) Combine(s engine.Sender) { h.t.combine(s) }
+func (h engineHandler) Combine(s engine.Sender, all bool) bool { return h.t.combine(s, all) }
 
 func (t *Transport) handleEvents(evs []engine.Event) {
 	now := time.Now().UnixNano() // one clock read per batch, for liveness

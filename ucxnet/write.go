@@ -41,6 +41,9 @@ func (c *Conn) Write(b []byte) (int, error) {
 			c.mu.Unlock()
 			return n, c.opErr("write", net.ErrClosed)
 		}
+		if err := c.out.takeErr(); err != nil && c.werr == nil {
+			c.werr = err // a queued frame was lost: the stream has a gap
+		}
 		if c.werr != nil {
 			err := c.werr
 			c.mu.Unlock()

@@ -190,6 +190,7 @@ type Stats struct {
 	Inflight      uint64 // sends and endpoint closes UCX has not completed
 	InflightBytes uint64 // payload bytes in C-owned send buffers UCX has not completed
 	SendErrors    uint64 // sends completed with an error
+	BufferedDone  uint64 // buffered sends (counted in InflightBytes) that UCX completed since
 	BufAllocs     uint64 // send buffers allocated (pool misses)
 	ImmSends      uint64 // sends UCX completed straight from the caller's memory (no copy)
 	ZCFrames      uint64 // frames sent from the caller's pinned memory (SendFramesZC)

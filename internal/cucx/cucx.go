@@ -14,6 +14,7 @@ import "C"
 import (
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
@@ -61,8 +62,9 @@ func Version() string {
 	return C.GoString(C.ucp_get_version_string())
 }
 
-// EP is a UCP endpoint handle. The zero EP is no endpoint.
-type EP struct{ p C.ucp_ep_h }
+// EP is a UCP endpoint handle (with the glue's accounting of its sends:
+// cucx_ep_t). The zero EP is no endpoint.
+type EP struct{ p *C.cucx_ep_t }
 
 // Valid reports whether e refers to an endpoint.
 func (e EP) Valid() bool { return e.p != nil }
@@ -143,7 +145,7 @@ func (w *Worker) connectUnchecked(addr []byte) (EP, error) {
 	if len(addr) == 0 {
 		return EP{}, &Error{Op: "create endpoint", Status: StatusInvalidAddr}
 	}
-	var ep C.ucp_ep_h
+	var ep *C.cucx_ep_t
 	st := C.cucx_ep_create(w.w, unsafe.Pointer(&addr[0]), C.size_t(len(addr)), &ep)
 	runtime.KeepAlive(addr)
 	if err := statusErr("create endpoint", st); err != nil {
@@ -152,10 +154,19 @@ func (w *Worker) connectUnchecked(addr []byte) (EP, error) {
 	return EP{ep}, nil
 }
 
-func (e EP) h() C.ucp_ep_h { return e.p }
+func (e EP) h() *C.cucx_ep_t { return e.p }
+
+// Buffered returns the payload bytes of sends on ep that UCX could not
+// finish at once and still holds (copies in C buffers): nonzero while the
+// peer, or the path to it, is backed up. It reads C memory without the
+// worker lock, so ep must not be closed yet.
+func (w *Worker) Buffered(ep EP) uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&ep.p.inflight_bytes)))
+}
 
 // CloseEP starts closing ep: force cancels queued sends, otherwise they are
-// flushed first. The endpoint handle must not be used afterwards.
+// flushed first. The endpoint handle must not be used afterwards (its
+// accounting is freed once the close and every send on it are done).
 func (w *Worker) CloseEP(ep EP, force bool) error {
 	f := C.int(0)
 	if force {
@@ -343,6 +354,7 @@ func (w *Worker) Stats() Stats {
 		Inflight:      uint64(w.w.inflight),
 		InflightBytes: uint64(w.w.inflight_bytes),
 		SendErrors:    uint64(w.w.send_errors),
+		BufferedDone:  uint64(w.w.buffered_done),
 		BufAllocs:     uint64(w.w.bufs_alloc),
 		ImmSends:      uint64(w.w.imm_sends),
 		ZCFrames:      uint64(w.w.zc_frames),

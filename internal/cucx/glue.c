@@ -20,6 +20,7 @@ struct cucx_buf {
     uint32_t       cls;
     uint32_t       pad;
     uint64_t       bytes;   /* payload bytes counted in w->inflight_bytes */
+    cucx_ep_t     *ep;      /* whose inflight_bytes count them too (a reference) */
     uint64_t       pad2[4]; /* keep data 64-byte aligned */
     uint8_t        data[];
 };
@@ -186,14 +187,20 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length,
     return UCS_OK;
 }
 
-static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+static void ep_err_cb(void *arg, ucp_ep_h uep, ucs_status_t status)
 {
-    cucx_worker_t *w = arg;
-    cucx_event_t *e = ev_push(w);
+    cucx_ep_t *ep = arg;
+    (void)uep;
+    cucx_event_t *e = ev_push(ep->w);
     if (e == NULL) return;
     e->kind = CUCX_EV_EP_ERROR;
     e->ep = ep;
     e->status = status;
+}
+
+static void ep_unref(cucx_ep_t *ep)
+{
+    if (--ep->refs == 0) free(ep);
 }
 
 /* ---- context and worker ------------------------------------------------ */
@@ -310,13 +317,20 @@ void cucx_release_address(cucx_worker_t *w, void *addr)
  * buffer with CUCX_ADDR_PAD zeroed bytes after it, so that UCX or a
  * transport reading a fixed-size field past a lying length stays inside
  * memory this function owns. */
-ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, size_t len, ucp_ep_h *ep)
+ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, size_t len, cucx_ep_t **out)
 {
     if (addr == NULL || len == 0 || len > CUCX_ADDR_MAX) {
         return UCS_ERR_INVALID_ADDR;
     }
+    cucx_ep_t *ep = calloc(1, sizeof(*ep));
+    if (ep == NULL) return UCS_ERR_NO_MEMORY;
+    ep->w = w;
+    ep->refs = 1;
     uint8_t *copy = calloc(1, len + CUCX_ADDR_PAD);
-    if (copy == NULL) return UCS_ERR_NO_MEMORY;
+    if (copy == NULL) {
+        free(ep);
+        return UCS_ERR_NO_MEMORY;
+    }
     memcpy(copy, addr, len);
     ucp_ep_params_t p = {0};
     p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -324,33 +338,41 @@ ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, size_t len, ucp_
     p.address = (const ucp_address_t*)copy;
     p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     p.err_handler.cb = ep_err_cb;
-    p.err_handler.arg = w;
-    ucs_status_t st = ucp_ep_create(w->worker, &p, ep);
+    p.err_handler.arg = ep;
+    ucs_status_t st = ucp_ep_create(w->worker, &p, &ep->ep);
     free(copy); /* ucp_ep_create does not keep the address */
-    return st;
+    if (st != UCS_OK) {
+        free(ep);
+        return st;
+    }
+    *out = ep;
+    return UCS_OK;
 }
 
 static void close_cb(void *request, ucs_status_t status, void *user_data)
 {
-    cucx_worker_t *w = user_data;
+    cucx_ep_t *ep = user_data;
     (void)status;
-    w->inflight--;
+    ep->w->inflight--;
+    ep_unref(ep);
     ucp_request_free(request);
 }
 
 /* Starts closing ep. A flush close lets queued sends finish; force cancels
  * them. The close completes during later progress. */
-ucs_status_t cucx_ep_close(cucx_worker_t *w, ucp_ep_h ep, int force)
+ucs_status_t cucx_ep_close(cucx_worker_t *w, cucx_ep_t *ep, int force)
 {
     ucp_request_param_t p = {0};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS |
                      UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = close_cb;
-    p.user_data = w;
+    p.user_data = ep;
     p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-    if (r == NULL) return UCS_OK;
-    if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep->ep, &p);
+    if (r == NULL || UCS_PTR_IS_ERR(r)) {
+        ep_unref(ep); /* closed (or beyond use): Go drops its handle */
+        return r == NULL ? UCS_OK : UCS_PTR_STATUS(r);
+    }
     w->inflight++;
     return UCS_INPROGRESS;
 }
@@ -378,7 +400,7 @@ static void flush_cb(void *request, ucs_status_t status, void *user_data)
 /* Starts flushing ep: every send issued on it so far completes (is handed
  * to the transport) before the flush does. UCS_INPROGRESS means a
  * CUCX_EV_FLUSHED event with token will follow; UCS_OK means done now. */
-ucs_status_t cucx_ep_flush(cucx_worker_t *w, ucp_ep_h ep, uint64_t token)
+ucs_status_t cucx_ep_flush(cucx_worker_t *w, cucx_ep_t *ep, uint64_t token)
 {
     flush_arg_t *a = malloc(sizeof(*a));
     if (a == NULL) return UCS_ERR_NO_MEMORY;
@@ -388,7 +410,7 @@ ucs_status_t cucx_ep_flush(cucx_worker_t *w, ucp_ep_h ep, uint64_t token)
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = flush_cb;
     p.user_data = a;
-    ucs_status_ptr_t r = ucp_ep_flush_nbx(ep, &p);
+    ucs_status_ptr_t r = ucp_ep_flush_nbx(ep->ep, &p);
     if (r == NULL) {
         free(a);
         return UCS_OK;
@@ -402,13 +424,13 @@ ucs_status_t cucx_ep_flush(cucx_worker_t *w, ucp_ep_h ep, uint64_t token)
 }
 
 /* Returns ucp_ep_print_info's text (malloc'ed; the caller frees it). */
-char *cucx_ep_info(ucp_ep_h ep)
+char *cucx_ep_info(cucx_ep_t *ep)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (f == NULL) return NULL;
-    ucp_ep_print_info(ep, f);
+    ucp_ep_print_info(ep->ep, f);
     fclose(f);
     return buf;
 }
@@ -421,13 +443,17 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
     cucx_worker_t *w = b->w;
     w->inflight--;
     w->inflight_bytes -= b->bytes;
+    w->buffered_done++;
+    b->ep->inflight_bytes -= b->bytes;
+    ep_unref(b->ep);
+    b->ep = NULL;
     if (status != UCS_OK) w->send_errors++;
     buf_put(b);
     ucp_request_free(request);
 }
 
 /* Starts one eager AM send whose completion calls cb with user_data. */
-static ucs_status_ptr_t eager_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hdr_len,
+static ucs_status_ptr_t eager_send(cucx_worker_t *w, cucx_ep_t *ep, const void *hdr, size_t hdr_len,
                                    const void *data, size_t len, ucp_send_nbx_callback_t cb,
                                    void *user_data)
 {
@@ -437,10 +463,10 @@ static ucs_status_ptr_t eager_send(cucx_worker_t *w, ucp_ep_h ep, const void *hd
     p.cb.send = cb;
     p.user_data = user_data;
     p.flags = w->am_flags;
-    return ucp_am_send_nbx(ep, CUCX_AM_ID, hdr, hdr_len, len ? data : NULL, len, &p);
+    return ucp_am_send_nbx(ep->ep, CUCX_AM_ID, hdr, hdr_len, len ? data : NULL, len, &p);
 }
 
-static ucs_status_t send_buf(cucx_worker_t *w, ucp_ep_h ep, cucx_buf_t *b, size_t hdr_len,
+static ucs_status_t send_buf(cucx_worker_t *w, cucx_ep_t *ep, cucx_buf_t *b, size_t hdr_len,
                              size_t len)
 {
     ucs_status_ptr_t r = eager_send(w, ep, b->data, hdr_len, b->data + hdr_len, len, send_cb, b);
@@ -453,6 +479,9 @@ static ucs_status_t send_buf(cucx_worker_t *w, ucp_ep_h ep, cucx_buf_t *b, size_
         return UCS_PTR_STATUS(r);
     }
     b->bytes = len;
+    b->ep = ep;
+    ep->refs++;
+    ep->inflight_bytes += len;
     w->inflight++;
     w->inflight_bytes += len;
     return UCS_INPROGRESS;
@@ -461,7 +490,7 @@ static ucs_status_t send_buf(cucx_worker_t *w, ucp_ep_h ep, cucx_buf_t *b, size_
 /* Sends one frame. hdr and data are copied before the call returns, so the
  * caller may reuse them at once. Returns UCS_OK or UCS_INPROGRESS on
  * success (the latter: UCX still owns the copy and needs progress). */
-ucs_status_t cucx_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hdr_len,
+ucs_status_t cucx_send(cucx_worker_t *w, cucx_ep_t *ep, const void *hdr, size_t hdr_len,
                        const void *data, size_t len)
 {
     /* For small frames, first ask UCX to send straight from the caller's
@@ -475,7 +504,7 @@ ucs_status_t cucx_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hd
         ucp_request_param_t ip;
         ip.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
         ip.flags = w->am_flags;
-        ucs_status_ptr_t r = ucp_am_send_nbx(ep, CUCX_AM_ID, hdr, hdr_len, len ? data : NULL,
+        ucs_status_ptr_t r = ucp_am_send_nbx(ep->ep, CUCX_AM_ID, hdr, hdr_len, len ? data : NULL,
                                              len, &ip);
         if (r == NULL) {
             w->imm_sends++;
@@ -507,7 +536,7 @@ static void put_le(uint8_t *p, uint64_t v, int n)
  * (8 bytes LE) and each frame's length at len_off (4 bytes LE). *sent is the
  * number of data bytes handed to UCX, also on error. Returns UCS_INPROGRESS
  * when any frame is still owned by UCX. */
-ucs_status_t cucx_send_frames(cucx_worker_t *w, ucp_ep_h ep, uint8_t *hdr, size_t hdr_len,
+ucs_status_t cucx_send_frames(cucx_worker_t *w, cucx_ep_t *ep, uint8_t *hdr, size_t hdr_len,
                               size_t seq_off, size_t len_off, uint64_t seq,
                               const uint8_t *data, size_t len, size_t frame, size_t *sent)
 {
@@ -563,7 +592,7 @@ static void zc_send_cb(void *request, ucs_status_t status, void *user_data)
  * must keep it valid until a CUCX_EV_SENT with token is reported (also when
  * an error is returned, for the frames sent before it). *wait = 0 means UCX
  * is done with data. */
-ucs_status_t cucx_send_frames_zc(cucx_worker_t *w, ucp_ep_h ep, const uint8_t *hdr,
+ucs_status_t cucx_send_frames_zc(cucx_worker_t *w, cucx_ep_t *ep, const uint8_t *hdr,
                                  size_t hdr_len, size_t seq_off, size_t len_off, uint64_t seq,
                                  const uint8_t *data, size_t len, size_t frame, uint64_t token,
                                  size_t *sent, int *wait)

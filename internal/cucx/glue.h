@@ -29,6 +29,8 @@ enum {
     CUCX_DATA_BUF = 2    /* data was copied to a pooled buffer: back to the pool */
 };
 
+typedef struct cucx_ep cucx_ep_t;
+
 typedef struct {
     uint32_t kind;
     uint32_t data_kind;
@@ -37,7 +39,7 @@ typedef struct {
     uint8_t  hdr[CUCX_HDR_MAX];
     void    *data;
     size_t   len;
-    ucp_ep_h ep;
+    cucx_ep_t *ep; /* CUCX_EV_EP_ERROR */
     uint64_t token;
     uintptr_t from; /* CUCX_EV_FRAME: UCX's reply_ep for the sender, or 0 */
 } cucx_event_t;
@@ -70,6 +72,7 @@ typedef struct {
     uint64_t      inflight;    /* sends UCX still owns */
     uint64_t      inflight_bytes; /* payload bytes in C-owned buffers UCX still owns */
     uint64_t      send_errors; /* sends that completed with an error */
+    uint64_t      buffered_done; /* buffered sends (send_buf) UCX completed later */
     uint64_t      bufs_alloc;  /* buffers obtained from malloc */
     uint64_t      imm_sends;   /* sends UCX completed from the caller's memory */
     uint64_t      zc_frames;   /* frames sent from the caller's (pinned) memory */
@@ -93,16 +96,27 @@ ucs_status_t cucx_open(cucx_worker_t **out, const char **names, const char **val
 void         cucx_close(cucx_worker_t *w);
 ucs_status_t cucx_address(cucx_worker_t *w, void **addr, size_t *len);
 void         cucx_release_address(cucx_worker_t *w, void *addr);
-ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, size_t len, ucp_ep_h *ep);
-ucs_status_t cucx_ep_flush(cucx_worker_t *w, ucp_ep_h ep, uint64_t token);
-ucs_status_t cucx_ep_close(cucx_worker_t *w, ucp_ep_h ep, int force);
-char        *cucx_ep_info(ucp_ep_h ep);
-ucs_status_t cucx_send(cucx_worker_t *w, ucp_ep_h ep, const void *hdr, size_t hdr_len,
+/* An endpoint as Go holds it: UCX's handle, and the payload bytes of sends
+ * on it that UCX could not finish at once, so that a writer can tell a
+ * backed-up peer from a backed-up worker. Freed once the endpoint is closed
+ * and no send references it. */
+struct cucx_ep {
+    ucp_ep_h       ep;
+    cucx_worker_t *w;
+    uint64_t       inflight_bytes; /* written under the worker lock; Go reads it atomically */
+    uint32_t       refs;           /* the endpoint itself (until closed) + sends in flight */
+};
+
+ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, size_t len, cucx_ep_t **ep);
+ucs_status_t cucx_ep_flush(cucx_worker_t *w, cucx_ep_t *ep, uint64_t token);
+ucs_status_t cucx_ep_close(cucx_worker_t *w, cucx_ep_t *ep, int force);
+char        *cucx_ep_info(cucx_ep_t *ep);
+ucs_status_t cucx_send(cucx_worker_t *w, cucx_ep_t *ep, const void *hdr, size_t hdr_len,
                        const void *data, size_t len);
-ucs_status_t cucx_send_frames(cucx_worker_t *w, ucp_ep_h ep, uint8_t *hdr, size_t hdr_len,
+ucs_status_t cucx_send_frames(cucx_worker_t *w, cucx_ep_t *ep, uint8_t *hdr, size_t hdr_len,
                               size_t seq_off, size_t len_off, uint64_t seq,
                               const uint8_t *data, size_t len, size_t frame, size_t *sent);
-ucs_status_t cucx_send_frames_zc(cucx_worker_t *w, ucp_ep_h ep, const uint8_t *hdr,
+ucs_status_t cucx_send_frames_zc(cucx_worker_t *w, cucx_ep_t *ep, const uint8_t *hdr,
                                  size_t hdr_len, size_t seq_off, size_t len_off, uint64_t seq,
                                  const uint8_t *data, size_t len, size_t frame, uint64_t token,
                                  size_t *sent, int *wait);

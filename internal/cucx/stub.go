@@ -62,6 +62,9 @@ func (w *Worker) Send(ep EP, header, data []byte) (pending bool, err error) {
 	return false, unsupported("send")
 }
 
+// Buffered is 0: there are no sends.
+func (w *Worker) Buffered(ep EP) uint64 { return 0 }
+
 // SendFrames fails with ErrUnsupported.
 func (w *Worker) SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending bool, err error) {
 	return 0, false, unsupported("send")

@@ -109,17 +109,22 @@ type Ticker interface {
 }
 
 // Combiner is implemented by a Handler that queues small frames while the
-// engine is busy (TrySendFrames said so, or Buffered shows sends waiting)
-// instead of waiting for it, and has them sent by whoever holds the engine
-// next: flat combining. After the handler calls Engine.Queued, the engine
-// calls Combine, holding its send lock, before the next send, flush or
-// endpoint operation anyone makes on it (so that queued frames go out
-// before the caller's), and otherwise as soon as it has no sends waiting.
+// engine is busy (TrySendFrames said so, or BufferedTo shows sends to that
+// endpoint waiting) instead of waiting for it, and has them sent by
+// whoever holds the engine next: flat combining. After the handler calls
+// Engine.Queued, the engine calls Combine, holding its send lock:
+//   - with all = true before the next send, flush or endpoint operation
+//     anyone makes on it (so that queued frames go out before the
+//     caller's), on SendQueued, and once frames have waited a short bound;
+//   - with all = false whenever it holds the lock otherwise: the handler
+//     may keep the frames for endpoints that are still backed up
+//     (s.BufferedTo > 0), to grow them, and reports kept = true if it did.
+//
 // Combine may be called on any goroutine. It must not block and must send
 // only through s: calling the engine's own methods from Combine
 // deadlocks.
 type Combiner interface {
-	Combine(s Sender)
+	Combine(s Sender, all bool) (kept bool)
 }
 
 // Sender sends frames on behalf of a Combiner; it is valid only during
@@ -127,6 +132,8 @@ type Combiner interface {
 type Sender interface {
 	// SendFrames is Engine.SendFrames.
 	SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending bool, err error)
+	// BufferedTo is Engine.BufferedTo.
+	BufferedTo(ep EP) uint64
 }
 
 // TickEvery is the longest an engine goes without calling Tick while it
@@ -174,10 +181,9 @@ type Engine interface {
 	TrySendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending, ok bool, err error)
 	// Queued tells the engine that its Handler, a Combiner, has queued
 	// frames: they go out in the next Combine, run by whoever holds the
-	// engine next (the caller itself if the engine is free) — but while
-	// the engine holds sends it could not start (Buffered > 0), only once
-	// it has caught up or someone else sends, so that queued frames grow
-	// instead of waiting one by one.
+	// engine next (the caller itself if the engine is free) — those for an
+	// endpoint that is backed up once it has caught up, or after a short
+	// bound, so that they grow instead of waiting one by one.
 	Queued()
 	// SendQueued has the queued frames sent now (a Combine), waiting for
 	// the engine if another goroutine holds it.
@@ -195,6 +201,10 @@ type Engine interface {
 	// Buffered returns the payload bytes of sends the engine holds copies
 	// of and has not finished (cheap: no lock).
 	Buffered() uint64
+	// BufferedTo is Buffered for the sends on one endpoint, which must not
+	// be closed yet (cheap: no lock): nonzero while that peer, or the path
+	// to it, is backed up.
+	BufferedTo(ep EP) uint64
 	// Stats returns the engine's counters.
 	Stats() Stats
 	// Close stops the engine, giving what it still owns up to linger to

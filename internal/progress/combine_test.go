@@ -21,7 +21,7 @@ type combiner struct {
 	combed int // Combine calls that found something
 }
 
-func (c *combiner) Combine(s engine.Sender) {
+func (c *combiner) Combine(s engine.Sender, _ bool) bool {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
 	if len(c.queue) > 0 {
@@ -35,6 +35,7 @@ func (c *combiner) Combine(s engine.Sender) {
 		}
 	}
 	c.queue, c.ids = nil, nil
+	return false
 }
 
 func (c *combiner) push(id uint64, p []byte) {
@@ -98,4 +99,26 @@ func TestCombinerQueuedFramesGoOut(t *testing.T) {
 	a.qmu.Lock()
 	require.NotZero(t, a.combed)
 	a.qmu.Unlock()
+}
+
+// Queued after Close returns (it once spun forever: the closed engine
+// never cleared the flag its unlock loop waits on).
+func TestQueuedAfterClose(t *testing.T) {
+	col := &collector{got: map[uint64][]byte{}, done: map[uint64]error{}, cond: make(chan struct{}, 1)}
+	a := &combiner{collector: col}
+	e, err := Start(Config{Settings: []Setting{{Name: "MM_ERROR_HANDLING", Value: "y"}}}, a)
+	require.NoError(t, err)
+	a.eng = e
+	require.NoError(t, e.Close(time.Second))
+	done := make(chan struct{})
+	go func() {
+		e.Queued()
+		require.ErrorIs(t, e.SendQueued(), ErrClosed)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Queued after Close did not return")
+	}
 }

@@ -94,10 +94,18 @@ type Engine struct {
 	buffered atomic.Uint64 // cucx Stats.InflightBytes after the last call into UCX
 
 	comb   engine.Combiner // the handler, if it queues frames (nil: it does not)
-	queued atomic.Bool     // comb has queued frames since its last Combine
-	// combined is set (under mu) when a Combine ran while the worker was
-	// held; unlock then wakes the engine for what UCX could not send.
-	combined bool
+	queued atomic.Bool     // comb has frames queued
+	fresh  atomic.Bool     // comb queued frames since its last Combine
+	// keptAt is cucx's BufferedDone when the last Combine kept frames (for
+	// backed-up endpoints) and sent none: until a buffered send completes,
+	// an unforced Combine would keep them again (under mu).
+	keptAt    uint64
+	keptValid bool
+	// combined is set (under mu) when a Combine sent a frame while the
+	// worker was held; unlock then wakes the engine for what UCX could not
+	// send. combineSends counts the frames Combines sent (under mu).
+	combined     bool
+	combineSends uint64
 
 	wakeups atomic.Uint64
 	batches atomic.Uint64
@@ -184,49 +192,65 @@ func (e *Engine) lock() {
 }
 
 // lockLoop takes the worker for the engine goroutine's own calls (progress,
-// arm): queued frames go out only if UCX has caught up (see unlock).
+// arm): queued frames for endpoints that are backed up stay queued.
 func (e *Engine) lockLoop() {
 	e.mu.Lock()
 	e.combineLocked(false)
 }
 
-// unlock lets the worker go. Frames the handler queued while it was held
-// are sent first, unless UCX still holds sends it could not start (then
-// the engine goroutine sends them once UCX has caught up). Frames queued
-// by a goroutine that found the worker held, after this check, are sent
-// by whoever takes the worker next: this goroutine if nobody else does.
+// unlock lets the worker go, after sending what the handler queued while
+// it was held (but for backed-up endpoints). Frames queued by a goroutine
+// that found the worker held, after that, are sent by whoever takes the
+// worker next: this goroutine, if nobody else does and they can go.
 func (e *Engine) unlock() {
 	e.combineLocked(false)
 	sent := e.combined
 	e.combined = false
 	e.mu.Unlock()
-	for e.queued.Load() && e.buffered.Load() == 0 && e.mu.TryLock() {
+	for e.queued.Load() && e.mu.TryLock() {
 		e.combineLocked(false)
-		sent = sent || e.combined
+		progressed := e.combined
 		e.combined = false
 		e.mu.Unlock()
+		if !progressed {
+			break // all wait for backed-up endpoints: the engine goroutine sees to them
+		}
+		sent = true
 	}
 	if sent {
 		e.kick() // activity: the engine must progress what UCX could not send at once
 	}
 }
 
-// combineLocked has the handler send what it queued (e.mu is held):
-// always if force, else only when UCX holds no sends it could not start.
-// While it does, another frame would only wait behind them, and the
-// handler's queued frames keep growing with the writes that follow
-// (autocorking: a backed-up path gets fewer, larger frames).
+// combineLocked has the handler send what it queued (e.mu is held): all of
+// it if force, else what is not for a backed-up endpoint, where another
+// frame would only wait behind the sends UCX could not start, and the
+// queued frame keeps growing with the writes that follow (autocorking).
+// e.combined reports that a frame was sent.
 func (e *Engine) combineLocked(force bool) {
-	if e.comb == nil || !e.queued.Load() || e.closed {
+	if e.comb == nil || !e.queued.Load() {
 		return
 	}
-	if !force && e.w.Stats().InflightBytes > 0 {
+	if e.closed {
+		e.queued.Store(false) // nothing will be sent again
 		return
 	}
-	e.queued.Store(false) // before Combine: frames queued during it set it again
-	e.comb.Combine(lockedSender{e})
-	e.buffered.Store(e.w.Stats().InflightBytes)
-	e.combined = true
+	if !force && !e.fresh.Load() && e.keptValid && e.w.Stats().BufferedDone == e.keptAt {
+		return // only kept frames, and their endpoints have not moved
+	}
+	e.fresh.Store(false) // before Combine: frames queued during it set them again
+	e.queued.Store(false)
+	before := e.combineSends
+	kept := e.comb.Combine(lockedSender{e}, force)
+	if kept {
+		e.queued.Store(true)
+	}
+	e.keptValid = kept && e.combineSends == before
+	e.keptAt = e.w.Stats().BufferedDone
+	if e.combineSends != before {
+		e.buffered.Store(e.w.Stats().InflightBytes)
+		e.combined = true
+	}
 }
 
 // lockedSender sends for a Combine: the worker is already held.
@@ -237,14 +261,28 @@ func (s lockedSender) SendFrames(ep engine.EP, header []byte, seqOff, lenOff int
 	if err != nil {
 		return 0, false, err
 	}
+	s.e.combineSends++
 	return s.e.w.SendFrames(u, header, seqOff, lenOff, seq, data, frame)
 }
 
+func (s lockedSender) BufferedTo(ep engine.EP) uint64 { return s.e.BufferedTo(ep) }
+
+// BufferedTo returns the payload bytes of sends on ep that UCX could not
+// finish at once and still holds. ep must not be closed yet.
+func (e *Engine) BufferedTo(ep engine.EP) uint64 {
+	u, err := uep(ep)
+	if err != nil {
+		return 0
+	}
+	return e.w.Buffered(u)
+}
+
 // Queued tells the engine that the handler queued frames (engine.Combiner).
-// They are sent now if the worker is free and UCX has caught up, else by
-// whoever holds the worker next or, while UCX is backed up, by the engine
-// goroutine once it has caught up.
+// They are sent now if the worker is free (but for backed-up endpoints),
+// else by whoever holds the worker next; those for backed-up endpoints
+// once they have caught up, or after maxQueueWait.
 func (e *Engine) Queued() {
+	e.fresh.Store(true)
 	e.queued.Store(true)
 	if e.mu.TryLock() {
 		e.unlock()
@@ -387,7 +425,7 @@ func (e *Engine) TrySendFrames(ep engine.EP, header []byte, seqOff, lenOff int, 
 		e.mu.Unlock()
 		return 0, false, true, ErrClosed
 	}
-	e.combineLocked(true) // what others queued first, as lock does
+	e.combineLocked(false) // what others queued (this conn has none: it would have appended)
 	sent, pending, err = e.w.SendFrames(u, header, seqOff, lenOff, seq, data, frame)
 	e.buffered.Store(e.w.Stats().InflightBytes)
 	e.unlock()
@@ -524,7 +562,7 @@ func (e *Engine) loop() {
 			wait = pendingPoll
 		}
 		e.armed.Store(true)
-		if e.submits.Load() != seq || e.stopping.Load() {
+		if e.submits.Load() != seq || e.stopping.Load() || e.queued.Load() {
 			e.armed.Store(false)
 			continue
 		}

@@ -208,15 +208,20 @@ func (e *Engine) unlock() {
 	for e.queued.Load() && !e.busy.Load() && e.smu.TryLock() {
 		e.combineLocked(false)
 		e.smu.Unlock()
+		if e.queued.Load() {
+			break // kept: left for an operation that forces them out
+		}
 	}
 }
 
 func (e *Engine) combineLocked(force bool) {
-	if e.comb == nil || !e.queued.Load() || (!force && e.busy.Load()) {
+	if e.comb == nil || !e.queued.Load() {
 		return
 	}
 	e.queued.Store(false)
-	e.comb.Combine(sender{e})
+	if e.comb.Combine(sender{e}, force) {
+		e.queued.Store(true)
+	}
 }
 
 // sender sends for a Combine, the send lock held.
@@ -226,6 +231,8 @@ func (s sender) SendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq u
 	n, err := s.e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
 	return n, false, err
 }
+
+func (s sender) BufferedTo(x engine.EP) uint64 { return s.e.BufferedTo(x) }
 
 // SetBusy makes the engine look held and backed up while busy is true:
 // TrySendFrames fails, Buffered reports 1, and queued frames wait for an
@@ -356,6 +363,9 @@ func (e *Engine) Buffered() uint64 {
 	}
 	return 0
 }
+
+// BufferedTo is Buffered: busy stands for every endpoint backed up.
+func (e *Engine) BufferedTo(engine.EP) uint64 { return e.Buffered() }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() engine.Stats {
