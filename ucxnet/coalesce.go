@@ -160,68 +160,95 @@ func (t *Transport) putOutBuf(b []byte) {
 // maxOutBufs is how many open-frame buffers a transport keeps for reuse.
 const maxOutBufs = 64
 
-// queueOut puts c's open frame on the transport's queue and tells the
-// engine.
+// queueOut puts c's open frame on its peer's queue (and the peer on the
+// transport's list of peers with queued frames) and tells the engine.
 func (t *Transport) queueOut(c *Conn) {
+	p := c.peer
 	t.outMu.Lock()
-	t.outQ = append(t.outQ, c)
+	if len(p.outQ) == 0 {
+		t.outPeers = append(t.outPeers, p)
+	}
+	p.outQ = append(p.outQ, c)
 	t.outMu.Unlock()
 	t.eng.Queued()
 }
 
 // combine sends the queued open frames (engine.Combiner): all of them, or
 // (all = false) those whose peer is not backed up; the others stay queued,
-// growing, and kept says so. It runs with the engine held, on whichever
-// goroutine holds it; it takes only leaf locks.
+// growing, and kept says so. Frames are queued per peer, so keeping a
+// backed-up peer's costs one check, whatever its number of conns. It runs
+// with the engine held, on whichever goroutine holds it; it takes only
+// leaf locks.
 func (t *Transport) combine(s engine.Sender, all bool) (kept bool) {
 	t.outMu.Lock()
-	q := t.outQ
-	t.outQ = t.outSpare[:0]
+	peers := t.outPeers
+	t.outPeers = t.outSpare[:0]
 	t.outSpare = nil
 	t.outMu.Unlock()
 	k := 0
-	for i, c := range q {
-		q[i] = nil
-		o := &c.out
-		p := c.peer
+	for i, p := range peers {
+		peers[i] = nil
 		// An endpoint being closed must not be used: closeEP marks it
 		// before it takes the engine, and we hold the engine.
 		closing := p.closing.Load()
 		if !all && !closing && s.BufferedTo(p.ep) > 0 {
-			q[k] = c // UCX is still sending earlier frames to this peer
+			peers[k] = p // UCX is still sending earlier frames to this peer
 			k++
 			continue
 		}
-		o.mu.Lock()
-		if !o.open {
-			o.mu.Unlock()
-			continue
+		t.outMu.Lock()
+		q := p.outQ
+		p.outQ = p.outSpare[:0]
+		p.outSpare = nil
+		t.outMu.Unlock()
+		for j, c := range q {
+			q[j] = nil
+			t.sendOut(s, c, closing)
 		}
-		hdr, seq, buf := o.hdr, o.seq, o.buf
-		o.open, o.buf = false, nil
-		o.mu.Unlock()
-		if !closing {
-			sent, pending, err := s.SendFrames(p.ep, hdr[:], seqOffset, lenOffset, seq, buf, len(buf))
-			if pending {
-				p.unflushed.Add(int64(sent))
-			}
-			t.stats.framesOut.Add(1)
-			if err != nil {
-				o.mu.Lock()
-				o.err = withDetail(ErrReset, "%v", err)
-				o.mu.Unlock()
-			}
+		t.outMu.Lock()
+		if len(p.outQ) > 0 { // queued while we sent: keep the peer listed
+			peers[k] = p
+			k++
 		}
-		t.putOutBuf(buf)
+		p.outSpare = q[:0]
+		t.outMu.Unlock()
 	}
 	t.outMu.Lock()
 	if k > 0 {
-		newer := t.outQ
-		t.outQ = append(q[:k], newer...) // the kept ones first: they are older
+		newer := t.outPeers
+		t.outPeers = append(peers[:k], newer...) // the kept ones first: they are older
 		clear(newer)
-		q = newer
+		peers = newer
 	}
-	t.outSpare = q[:0]
+	t.outSpare = peers[:0]
 	t.outMu.Unlock()
 	return k > 0
+}
+
+// sendOut sends c's open frame, if it is still open (Combine, engine
+// held); closing says its endpoint is being closed: the frame is dropped.
+func (t *Transport) sendOut(s engine.Sender, c *Conn, closing bool) {
+	o := &c.out
+	o.mu.Lock()
+	if !o.open {
+		o.mu.Unlock()
+		return
+	}
+	hdr, seq, buf := o.hdr, o.seq, o.buf
+	o.open, o.buf = false, nil
+	o.mu.Unlock()
+	if !closing {
+		p := c.peer
+		sent, pending, err := s.SendFrames(p.ep, hdr[:], seqOffset, lenOffset, seq, buf, len(buf))
+		if pending {
+			p.unflushed.Add(int64(sent))
+		}
+		t.stats.framesOut.Add(1)
+		if err != nil {
+			o.mu.Lock()
+			o.err = withDetail(ErrReset, "%v", err)
+			o.mu.Unlock()
+		}
+	}
+	t.putOutBuf(buf)
 }

@@ -27,6 +27,9 @@ type peer struct {
 	// closing is gone for those that hold the engine instead of epMu (a
 	// Combine): set before the endpoint's close takes the engine.
 	closing atomic.Bool
+	// outQ lists the conns whose open frame (coalesce.go) waits to be
+	// sent, outSpare is Combine's swap buffer (both under Transport.outMu).
+	outQ, outSpare []*Conn
 
 	// Liveness (see Config.KeepAlive), in UnixNano.
 	lastRecv atomic.Int64 // when a frame from the peer last arrived (or the peer was made)

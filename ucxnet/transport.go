@@ -52,11 +52,12 @@ type Transport struct {
 	closing   chan struct{}
 	lastSweep time.Time // when the keepalive sweep last ran (engine goroutine)
 
-	// Open frames (coalesce.go): the conns whose frame waits for the
-	// next Combine, and recycled frame buffers.
+	// Open frames (coalesce.go): the peers with conns whose frame waits
+	// for the next Combine (each peer's conns are in peer.outQ), and
+	// recycled frame buffers.
 	outMu    sync.Mutex
-	outQ     []*Conn
-	outSpare []*Conn // Combine's swap buffer (engine held)
+	outPeers []*peer
+	outSpare []*peer // Combine's swap buffer
 	outBufs  [][]byte
 
 	opMu  sync.Mutex

@@ -207,7 +207,7 @@ func (e *Engine) unlock() {
 	sent := e.combined
 	e.combined = false
 	e.mu.Unlock()
-	for e.queued.Load() && e.mu.TryLock() {
+	for e.fresh.Load() && e.mu.TryLock() {
 		e.combineLocked(false)
 		progressed := e.combined
 		e.combined = false
