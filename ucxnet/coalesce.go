@@ -206,11 +206,7 @@ func (t *Transport) combine(s engine.Sender, all bool) (kept bool) {
 			t.sendOut(s, c, closing)
 		}
 		t.outMu.Lock()
-		if len(p.outQ) > 0 { // queued while we sent: keep the peer listed
-			peers[k] = p
-			k++
-		}
-		p.outSpare = q[:0]
+		p.outSpare = q[:0] // a conn queued meanwhile listed p again (queueOut)
 		t.outMu.Unlock()
 	}
 	t.outMu.Lock()

@@ -295,6 +295,7 @@ func (c *Conn) CloseWrite() error {
 
 // sendFin sends FIN after all data, once. c.wmu is held.
 func (c *Conn) sendFin() error {
+	_ = c.t.eng.SendQueued() // the open frame first: its send must not fail after the FIN went
 	c.mu.Lock()
 	if err := c.out.takeErr(); err != nil && c.werr == nil {
 		c.werr = err // a queued frame was lost: no FIN after a gap

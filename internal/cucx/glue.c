@@ -116,12 +116,17 @@ void cucx_release_data(cucx_worker_t *w, const cucx_data_t *rel, size_t nrel)
  * finished sends recorded since Go read the batch — UCX calls back outside
  * ucp_worker_progress too, e.g. inside a forced ucp_ep_close_nbx — stay
  * for the next batch. */
+static void ep_unref(cucx_ep_t *ep);
+
 void cucx_release_events(cucx_worker_t *w)
 {
     size_t nread = w->nev_read;
     for (size_t i = 0; i < nread; i++) {
         cucx_event_t *e = &w->ev[i];
         release_one(w, e->data, e->data_kind);
+        if (e->kind == CUCX_EV_EP_ERROR) {
+            ep_unref(e->ep); /* the event's reference (ep_err_cb) */
+        }
     }
     if (nread > 0) {
         memmove(w->ev, w->ev + nread, (w->nev - nread) * sizeof(*w->ev));
@@ -196,6 +201,10 @@ static void ep_err_cb(void *arg, ucp_ep_h uep, ucs_status_t status)
     e->kind = CUCX_EV_EP_ERROR;
     e->ep = ep;
     e->status = status;
+    /* Go holds the event past the lock (HandleEvents): the struct must not
+     * be freed, and its address reused by a new endpoint, before the batch
+     * is released. */
+    ep->refs++;
 }
 
 static void ep_unref(cucx_ep_t *ep)

@@ -217,8 +217,8 @@ func (e *Engine) unlock() {
 		}
 		sent = true
 	}
-	if sent {
-		e.kick() // activity: the engine must progress what UCX could not send at once
+	if sent || e.queued.Load() {
+		e.kick() // activity: the engine must progress what UCX could not send at once, or see to kept frames
 	}
 }
 

@@ -206,11 +206,8 @@ func (e *Engine) unlock() {
 	e.combineLocked(false)
 	e.smu.Unlock()
 	for e.queued.Load() && !e.busy.Load() && e.smu.TryLock() {
-		e.combineLocked(false)
+		e.combineLocked(false) // not busy: nothing is kept, the loop ends
 		e.smu.Unlock()
-		if e.queued.Load() {
-			break // kept: left for an operation that forces them out
-		}
 	}
 }
 
