@@ -8,9 +8,11 @@
 // package registry), and Dial resolves the name and connects to that
 // worker. Conns to one remote worker share one UCX endpoint and are told
 // apart by conn ids. A byte stream is split into eager active-message
-// frames, carried with sequence numbers and reassembled in order; each conn
-// has a receive window, so a reader that stops reading bounds the memory
-// held for it and blocks the writer.
+// frames, carried with sequence numbers and reassembled in order; small
+// writes that find the path to their peer backed up are coalesced into
+// larger frames (as TCP's autocorking does). Each conn has a receive
+// window, so a reader that stops reading bounds the memory held for it and
+// blocks the writer.
 //
 //	ln, _ := ucxnet.Listen("ucx", "web")
 //	go http.Serve(ln, handler)

@@ -45,9 +45,10 @@ type Stats struct {
 	PingsSent         uint64 // keepalive probes sent (see Config.KeepAlive)
 	KeepAliveFailures uint64 // peers taken for dead because they stayed silent past KeepAlive
 	IdlePeersClosed   uint64 // endpoints closed because no conn used them
-	// QueuedWrites counts small writes that found the engine busy and went
-	// into a frame sent by whoever held it next, coalesced with the
-	// conn's following small writes.
+	// QueuedWrites counts small writes that found the engine busy or the
+	// path to their peer backed up and went into the conn's open frame,
+	// sent shortly after, coalesced with the conn's following small
+	// writes.
 	QueuedWrites uint64
 }
 
