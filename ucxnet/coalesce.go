@@ -19,6 +19,7 @@ package ucxnet
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/stream"
@@ -39,15 +40,21 @@ type outFrame struct {
 	buf  []byte                 // its payload, while open
 	max  int                    // the most buf may hold
 	err  error                  // a Combine's send failed (reported by the next Write)
+	// failed is set with err, so that Write checks it without the lock.
+	failed atomic.Bool
 }
 
 // takeErr returns (once) the error of a Combine's failed send of the open
 // frame: the stream has a gap, so the conn's writing side is broken.
 func (o *outFrame) takeErr() error {
+	if !o.failed.Load() {
+		return nil
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	err := o.err
 	o.err = nil
+	o.failed.Store(false)
 	return err
 }
 
@@ -132,29 +139,18 @@ func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent 
 // (append grows it), so that many conns each queueing a small message
 // do not each take coalesceMax bytes.
 func (t *Transport) getOutBuf(n int) []byte {
-	t.outMu.Lock()
-	if k := len(t.outBufs); k > 0 {
-		b := t.outBufs[k-1]
-		t.outBufs[k-1] = nil
-		t.outBufs = t.outBufs[:k-1]
-		t.outMu.Unlock()
+	if b := t.outBufs.get(); b != nil {
 		return b
 	}
-	t.outMu.Unlock()
 	return make([]byte, 0, min(coalesceMax, max(4*n, 4<<10)))
 }
 
 // putOutBuf recycles an open frame's buffer, if it grew to full size (at
 // most maxOutBufs are kept: the idle cost of a busy moment stays bounded).
 func (t *Transport) putOutBuf(b []byte) {
-	if cap(b) < coalesceMax {
-		return
+	if cap(b) >= coalesceMax {
+		t.outBufs.put(b)
 	}
-	t.outMu.Lock()
-	if len(t.outBufs) < maxOutBufs {
-		t.outBufs = append(t.outBufs, b[:0])
-	}
-	t.outMu.Unlock()
 }
 
 // maxOutBufs is how many open-frame buffers a transport keeps for reuse.
@@ -243,6 +239,7 @@ func (t *Transport) sendOut(s engine.Sender, c *Conn, closing bool) {
 		if err != nil {
 			o.mu.Lock()
 			o.err = withDetail(ErrReset, "%v", err)
+			o.failed.Store(true)
 			o.mu.Unlock()
 		}
 	}

@@ -6,6 +6,7 @@ package ucxnet
 
 import (
 	"net"
+	"sync"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
@@ -14,32 +15,51 @@ import (
 // maxFreeBufs bounds the recycled read buffers a transport keeps.
 const maxFreeBufs = 256
 
+// freeBufs is a bounded free list of byte buffers.
+type freeBufs struct {
+	mu   sync.Mutex
+	bufs [][]byte
+	max  int
+}
+
+// get returns a recycled buffer, emptied, or nil if there is none.
+func (f *freeBufs) get() []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(f.bufs)
+	if n == 0 {
+		return nil
+	}
+	b := f.bufs[n-1]
+	f.bufs[n-1] = nil
+	f.bufs = f.bufs[:n-1]
+	return b[:0]
+}
+
+// put keeps b for reuse, unless the list is full.
+func (f *freeBufs) put(b []byte) {
+	f.mu.Lock()
+	if len(f.bufs) < f.max {
+		f.bufs = append(f.bufs, b[:0])
+	}
+	f.mu.Unlock()
+}
+
 // getBuf returns an empty buffer of capacity holdMin for coalescing small
 // payloads.
 func (t *Transport) getBuf() []byte {
-	t.bufMu.Lock()
-	if n := len(t.bufs); n > 0 {
-		b := t.bufs[n-1]
-		t.bufs[n-1] = nil
-		t.bufs = t.bufs[:n-1]
-		t.bufMu.Unlock()
-		return b[:0]
+	if b := t.readBufs.get(); b != nil {
+		return b
 	}
-	t.bufMu.Unlock()
 	return make([]byte, 0, t.holdMin)
 }
 
 // putBuf recycles a read buffer that Read has emptied, if it is one of
 // getBuf's (whole: never resliced from the front).
 func (t *Transport) putBuf(b []byte) {
-	if cap(b) != t.holdMin {
-		return
+	if cap(b) == t.holdMin {
+		t.readBufs.put(b)
 	}
-	t.bufMu.Lock()
-	if len(t.bufs) < maxFreeBufs {
-		t.bufs = append(t.bufs, b[:0])
-	}
-	t.bufMu.Unlock()
 }
 
 // newOp registers a UCX operation (a flush or a zero-copy send) that

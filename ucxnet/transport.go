@@ -40,8 +40,7 @@ type Transport struct {
 	// memory (4 KiB writes on 16 conns grew UCX's pool past 500 MB).
 	holdMin int
 
-	bufMu sync.Mutex
-	bufs  [][]byte // recycled read buffers of capacity holdMin (small payloads are coalesced into them)
+	readBufs freeBufs // recycled read buffers of capacity holdMin (small payloads are coalesced into them)
 
 	mu        sync.RWMutex
 	conns     map[uint64]*Conn
@@ -58,7 +57,7 @@ type Transport struct {
 	outMu    sync.Mutex
 	outPeers []*peer
 	outSpare []*peer // Combine's swap buffer
-	outBufs  [][]byte
+	outBufs  freeBufs
 
 	opMu  sync.Mutex
 	opSeq uint64
@@ -160,6 +159,8 @@ func newTransport(cfg Config, start startEngine) (*Transport, error) {
 		listeners: make(map[string]*Listener),
 		closing:   make(chan struct{}),
 		ops:       make(map[uint64]chan error),
+		readBufs:  freeBufs{max: maxFreeBufs},
+		outBufs:   freeBufs{max: maxOutBufs},
 	}
 	t.holdMin = min(16<<10, t.shmFrame/2)
 	eng, err := start(cfg, engineHandler{t})

@@ -96,22 +96,13 @@ func (b *benchTransport) pingPongConns(ctx context.Context, conns int) (float64,
 	if err := we.err(); err != nil {
 		return 0, err
 	}
-	start := time.Now()
-	timer := time.AfterFunc(b.dur, func() { we.stop.Store(true) })
-	defer timer.Stop()
-	for _, c := range cs {
-		wg.Add(1)
-		go run(c, 0)
-	}
-	wg.Wait()
-	el := time.Since(start)
-	if err := we.err(); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	return float64(count.Load()) / el.Seconds(), nil
+	return we.rateFor(ctx, b.dur, &count, func() {
+		for _, c := range cs {
+			wg.Add(1)
+			go run(c, 0)
+		}
+		wg.Wait()
+	})
 }
 
 // closeWriter is a conn that can shut down its writing side.
@@ -251,22 +242,13 @@ func (b *benchTransport) http(ctx context.Context, clients int) (float64, error)
 	if err := we.err(); err != nil {
 		return 0, err
 	}
-	start := time.Now()
-	timer := time.AfterFunc(b.dur, func() { we.stop.Store(true) })
-	defer timer.Stop()
-	for range clients {
-		wg.Add(1)
-		go worker(0, &wg)
-	}
-	wg.Wait()
-	el := time.Since(start)
-	if err := we.err(); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	return float64(count.Load()) / el.Seconds(), nil
+	return we.rateFor(ctx, b.dur, &count, func() {
+		for range clients {
+			wg.Add(1)
+			go worker(0, &wg)
+		}
+		wg.Wait()
+	})
 }
 
 // dialN dials n conns to svc, each with a deadline past the measurement;
@@ -314,4 +296,22 @@ func (w *workerErrs) err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.first
+}
+
+// rateFor runs the workers (run returns once they have stopped), telling
+// them to stop after d, and returns what they counted per second, or the
+// first error one recorded, or ctx's.
+func (w *workerErrs) rateFor(ctx context.Context, d time.Duration, count *atomic.Int64, run func()) (float64, error) {
+	start := time.Now()
+	timer := time.AfterFunc(d, func() { w.stop.Store(true) })
+	defer timer.Stop()
+	run()
+	el := time.Since(start)
+	if err := w.err(); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return float64(count.Load()) / el.Seconds(), nil
 }

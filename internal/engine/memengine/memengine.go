@@ -178,9 +178,7 @@ func (e *Engine) CloseEP(x engine.EP, force bool) error {
 
 // Flush finishes at once: sends are delivered when made.
 func (e *Engine) Flush(engine.EP, uint64) (bool, error) {
-	e.lock() // what was queued goes out first
-	e.unlock()
-	return true, nil
+	return true, e.SendQueued() // what was queued goes out first
 }
 
 // errReset is what a send on a failed or closed endpoint returns.
@@ -238,8 +236,7 @@ func (s sender) BufferedTo(x engine.EP) uint64 { return s.e.BufferedTo(x) }
 func (e *Engine) SetBusy(busy bool) {
 	e.busy.Store(busy)
 	if !busy && e.queued.Load() {
-		e.lock()
-		e.unlock()
+		_ = e.SendQueued()
 	}
 }
 
@@ -248,7 +245,7 @@ func (e *Engine) TrySendFrames(x engine.EP, header []byte, seqOff, lenOff int, s
 	if e.busy.Load() || !e.smu.TryLock() {
 		return 0, false, false, nil
 	}
-	e.combineLocked(true)
+	e.combineLocked(false) // what others queued (this conn has none), as the UCX engine does
 	n, err := e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
 	e.unlock()
 	return n, false, true, err
