@@ -391,11 +391,11 @@ func (d *Dir) Register(ctx context.Context, e Entry) error {
 	if !errors.Is(err, fs.ErrExist) {
 		// No hard links here (some file systems); the lock still makes
 		// check-then-rename safe against cooperating processes.
-		if _, serr := os.Lstat(final); !errors.Is(serr, fs.ErrNotExist) {
-			err = fs.ErrExist
-		} else if rerr := os.Rename(tmp, final); rerr != nil {
-			return fmt.Errorf("registry: publishing %q: %w", e.Name, rerr)
-		} else {
+		// Otherwise (the name exists) go on as after a failed link.
+		if _, serr := os.Lstat(final); errors.Is(serr, fs.ErrNotExist) {
+			if rerr := os.Rename(tmp, final); rerr != nil {
+				return fmt.Errorf("registry: publishing %q: %w", e.Name, rerr)
+			}
 			return nil
 		}
 	}

@@ -45,7 +45,7 @@ type outFrame struct {
 }
 
 // takeErr returns (once) the error of a Combine's failed send of the open
-// frame: the stream has a gap, so the conn's writing side is broken.
+// frame: the stream has a gap, so the conn must be reset (Conn.sendFailed).
 func (o *outFrame) takeErr() error {
 	if !o.failed.Load() {
 		return nil
@@ -237,10 +237,15 @@ func (t *Transport) sendOut(s engine.Sender, c *Conn, closing bool) {
 		}
 		t.stats.framesOut.Add(1)
 		if err != nil {
+			err = withDetail(ErrReset, "%v", err)
 			o.mu.Lock()
-			o.err = withDetail(ErrReset, "%v", err)
+			o.err = err
 			o.failed.Store(true)
 			o.mu.Unlock()
+			// The engine is held here: the reset (an RST to send) waits
+			// for it on another goroutine. A Write or FIN that comes
+			// first sees o.err (takeErr) and resets the conn itself.
+			go c.sendFailed(err)
 		}
 	}
 	t.putOutBuf(buf)

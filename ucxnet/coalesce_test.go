@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/engine/memengine"
+	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -108,6 +110,56 @@ func TestMemCoalesceAbortDrops(t *testing.T) {
 	_, err = io.ReadAll(s)
 	require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
 	require.Equal(t, before, p.server.Stats().BytesIn, "no data after the RST")
+}
+
+// failData makes the network fail the send of every DATA frame whose
+// payload contains marker, the endpoint staying healthy (a local send
+// failure, as UCX out of memory would be).
+func failData(p *memPair, marker string) {
+	p.net.SetHook(func(f *memengine.Frame) memengine.Action {
+		if h, err := stream.DecodeHeader(f.Header); err == nil && h.Kind == stream.KindData && bytes.Contains(f.Data, []byte(marker)) {
+			return memengine.Fail
+		}
+		return memengine.Deliver
+	})
+}
+
+// A write whose send fails on this side leaves a gap in the stream that
+// the peer would wait on for ever: the conn is reset instead, so the
+// peer's Read fails with ECONNRESET (after what arrived before the gap)
+// rather than hanging, and the writer's Write fails too.
+func TestMemSendFailureResets(t *testing.T) {
+	for _, queued := range []bool{false, true} {
+		t.Run(map[bool]string{false: "direct", true: "queued"}[queued], func(t *testing.T) {
+			p := newMemPair(t, Config{KeepAlive: -1})
+			c, s := p.conns(t)
+			defer c.Close()
+			defer s.Close()
+			_, err := c.Write([]byte("before;"))
+			require.NoError(t, err)
+			failData(p, "lost")
+			if queued {
+				// The engine busy: the write goes into the open frame,
+				// whose send (once the engine is free) fails.
+				p.cEng.SetBusy(true)
+				_, err = c.Write([]byte("lost"))
+				require.NoError(t, err, "a queued write is committed")
+				p.cEng.SetBusy(false)
+			} else {
+				_, err = c.Write([]byte("lost"))
+				require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
+			}
+			s.SetReadDeadline(time.Now().Add(5 * time.Second))
+			got, err := io.ReadAll(s)
+			require.True(t, errors.Is(err, syscall.ECONNRESET), "the peer's Read: %v", err)
+			require.Equal(t, "before;", string(got))
+			require.Eventually(t, func() bool {
+				_, err := c.Write([]byte("after"))
+				return errors.Is(err, syscall.ECONNRESET)
+			}, 5*time.Second, 10*time.Millisecond, "Write after the failed send")
+			require.Positive(t, p.client.Stats().ResetsSent)
+		})
+	}
 }
 
 // A write deadline that passes while the engine is busy does not lose a

@@ -296,10 +296,10 @@ func (c *Conn) CloseWrite() error {
 // sendFin sends FIN after all data, once. c.wmu is held.
 func (c *Conn) sendFin() error {
 	_ = c.t.eng.SendQueued() // the open frame first: its send must not fail after the FIN went
-	c.mu.Lock()
-	if err := c.out.takeErr(); err != nil && c.werr == nil {
-		c.werr = err // a queued frame was lost: no FIN after a gap
+	if err := c.out.takeErr(); err != nil {
+		c.sendFailed(err) // a queued frame was lost: RST, not FIN after a gap
 	}
+	c.mu.Lock()
 	if c.finOut || c.werr != nil || c.state != stateOpen {
 		c.mu.Unlock()
 		return nil

@@ -63,6 +63,7 @@ func (t *Transport) connFor(h stream.Header, ev *engine.Event, now int64) *Conn 
 	c := t.lookup(h.ConnID)
 	if c == nil {
 		t.stats.unknownConn.Add(1)
+		t.strayFrame(h, ev, now)
 		return nil
 	}
 	if c.from != ev.From {
@@ -72,6 +73,7 @@ func (t *Transport) connFor(h stream.Header, ev *engine.Event, now int64) *Conn 
 			return nil
 		default:
 			t.stats.foreignFrames.Add(1)
+			t.strayFrame(h, ev, now)
 			return nil
 		}
 	}
@@ -132,6 +134,11 @@ func (t *Transport) handleFrame(ev *engine.Event, now int64) {
 	switch h.Kind {
 	case stream.KindAccept, stream.KindRefuse:
 		c.handleHandshake(h, ev.Data, ev.From)
+		if h.Kind == stream.KindAccept && c.peer != nil && c.from == ev.From && t.lookup(h.ConnID) == c {
+			t.mu.Lock()
+			t.noteFromLocked(c.peer, ev.From)
+			t.mu.Unlock()
+		}
 		c.replayEarly()
 	case stream.KindAuth:
 		c.handleAuth(h, ev.Data)
@@ -154,6 +161,26 @@ func endpointWhy(err error) string {
 		return rest
 	}
 	return s
+}
+
+// strayFrame sees to a frame for a conn that this side does not know, or
+// that is bound to another endpoint. It is still a sign of life of the
+// peer whose endpoint it came from, and a PING among such frames is
+// answered, addressed to the prober's conn that it names in Aux: a probe
+// or an answer that crosses the close of the conn it rides on must not
+// make a live peer look dead (keepalive probes are per peer, and any of
+// its conns may carry one).
+func (t *Transport) strayFrame(h stream.Header, ev *engine.Event, now int64) {
+	t.mu.Lock()
+	p := t.peersByFrom[ev.From]
+	t.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.lastRecv.Store(now)
+	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply == 0 && h.Aux != 0 {
+		_ = t.sendCtl(p, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: h.Aux})
+	}
 }
 
 // handleEPError fails every conn on a failed endpoint and closes it.

@@ -214,6 +214,38 @@ func TestMemKeepAliveSilentPeer(t *testing.T) {
 	require.Positive(t, p.client.Stats().KeepAliveFailures)
 }
 
+// A keepalive probe, or its answer, that arrives for a conn the receiver
+// no longer knows (it crossed the conn's close) still counts: a live peer
+// is not taken for dead. Here every PING is addressed to an unknown conn.
+func TestMemKeepAliveStrayPings(t *testing.T) {
+	p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	var strays atomic.Int64
+	p.net.SetHook(func(f *memengine.Frame) memengine.Action {
+		h, err := stream.DecodeHeader(f.Header)
+		if err != nil || h.Kind != stream.KindPing {
+			return memengine.Deliver
+		}
+		h.ConnID = 0xdead0000beef // known to neither side
+		b := h.Bytes()
+		f.Header = b[:]
+		strays.Add(1)
+		return memengine.Deliver
+	})
+	time.Sleep(1500 * time.Millisecond) // five keepalives of silence but for PINGs
+	require.Positive(t, strays.Load(), "no PING was sent")
+	require.Zero(t, p.client.Stats().KeepAliveFailures+p.server.Stats().KeepAliveFailures)
+	require.Positive(t, p.client.Stats().UnknownConn, "the answers did not arrive as strays")
+	_, err := c.Write([]byte("alive"))
+	require.NoError(t, err)
+	b := make([]byte, 5)
+	_, err = io.ReadFull(s, b)
+	require.NoError(t, err)
+	require.Equal(t, "alive", string(b))
+}
+
 // A dial that gets no answer at all fails with ECONNREFUSED after
 // KeepAlive, not after the whole dial timeout.
 func TestMemDialNoAnswer(t *testing.T) {

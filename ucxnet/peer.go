@@ -18,7 +18,10 @@ type peer struct {
 	addr  string
 	ep    engine.EP
 	conns map[uint64]*Conn // under Transport.mu
-	info  atomic.Pointer[[]string]
+	// from is the From of its frames, learnt from its conns' handshakes
+	// (0: not yet), under Transport.mu.
+	from uintptr
+	info atomic.Pointer[[]string]
 
 	sp atomic.Pointer[sendPath] // how to send, chosen from the transports (nil: not yet)
 
@@ -136,6 +139,7 @@ func (t *Transport) closePeer(p *peer, force bool) {
 	if t.peersByEP[p.ep] == p {
 		delete(t.peersByEP, p.ep)
 	}
+	t.forgetFromLocked(p)
 	t.mu.Unlock()
 	t.closeEP(p, force)
 }
@@ -215,8 +219,28 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool) error {
 	if dial {
 		p.dialed++
 	}
+	t.noteFromLocked(p, c.from)
 	t.addConnLocked(c)
 	return nil
+}
+
+// noteFrom records from as the From of p's frames, learnt when a conn to p
+// was bound to it (an accepted CONNECT, a dial's ACCEPT). A peer that made
+// a new endpoint to us since has a new From. t.mu is held.
+func (t *Transport) noteFromLocked(p *peer, from uintptr) {
+	if from == 0 || p.from == from || t.peers[p.addr] != p {
+		return
+	}
+	t.forgetFromLocked(p)
+	p.from = from
+	t.peersByFrom[from] = p
+}
+
+// forgetFromLocked removes p from peersByFrom. t.mu is held.
+func (t *Transport) forgetFromLocked(p *peer) {
+	if p.from != 0 && t.peersByFrom[p.from] == p {
+		delete(t.peersByFrom, p.from)
+	}
 }
 
 // Idle endpoints: one that never carried a conn (made to answer a CONNECT
@@ -278,6 +302,7 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 			if now.Sub(p.idleSince) > grace {
 				delete(t.peers, p.addr)
 				delete(t.peersByEP, p.ep)
+				t.forgetFromLocked(p)
 				idle = append(idle, p)
 			}
 			continue
@@ -322,7 +347,9 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 	for _, pr := range probes {
 		pr.p.lastPing.Store(now.UnixNano())
 		t.stats.pingsSent.Add(1)
-		_ = t.sendCtl(pr.p, stream.Header{Kind: stream.KindPing, ConnID: pr.c.remoteIDLocked()})
+		// Aux names our end of the conn, for a peer that no longer
+		// knows its own (strayFrame).
+		_ = t.sendCtl(pr.p, stream.Header{Kind: stream.KindPing, ConnID: pr.c.remoteIDLocked(), Aux: pr.c.id})
 	}
 	for _, p := range dead {
 		t.stats.keepAliveFailures.Add(1)

@@ -46,10 +46,13 @@ type Transport struct {
 	conns     map[uint64]*Conn
 	peers     map[string]*peer // by packed worker address
 	peersByEP map[engine.EP]*peer
-	listeners map[string]*Listener
-	closed    bool
-	closing   chan struct{}
-	lastSweep time.Time // when the keepalive sweep last ran (engine goroutine)
+	// peersByFrom finds a peer by the From of its frames (engine.Event),
+	// for frames that name no conn of ours (strayFrame).
+	peersByFrom map[uintptr]*peer
+	listeners   map[string]*Listener
+	closed      bool
+	closing     chan struct{}
+	lastSweep   time.Time // when the keepalive sweep last ran (engine goroutine)
 
 	// Open frames (coalesce.go): the peers with conns whose frame waits
 	// for the next Combine (each peer's conns are in peer.outQ), and
@@ -147,20 +150,21 @@ func newTransport(cfg Config, start startEngine) (*Transport, error) {
 		ownReg = true
 	}
 	t := &Transport{
-		cfg:       cfg,
-		reg:       reg,
-		ownReg:    ownReg,
-		name:      cfg.Name,
-		shmFrame:  shmSegment.frame(cfg.UCX),
-		tcpFrame:  tcpSegment.frame(cfg.UCX),
-		conns:     make(map[uint64]*Conn),
-		peers:     make(map[string]*peer),
-		peersByEP: make(map[engine.EP]*peer),
-		listeners: make(map[string]*Listener),
-		closing:   make(chan struct{}),
-		ops:       make(map[uint64]chan error),
-		readBufs:  freeBufs{max: maxFreeBufs},
-		outBufs:   freeBufs{max: maxOutBufs},
+		cfg:         cfg,
+		reg:         reg,
+		ownReg:      ownReg,
+		name:        cfg.Name,
+		shmFrame:    shmSegment.frame(cfg.UCX),
+		tcpFrame:    tcpSegment.frame(cfg.UCX),
+		conns:       make(map[uint64]*Conn),
+		peers:       make(map[string]*peer),
+		peersByEP:   make(map[engine.EP]*peer),
+		peersByFrom: make(map[uintptr]*peer),
+		listeners:   make(map[string]*Listener),
+		closing:     make(chan struct{}),
+		ops:         make(map[uint64]chan error),
+		readBufs:    freeBufs{max: maxFreeBufs},
+		outBufs:     freeBufs{max: maxOutBufs},
 	}
 	t.holdMin = min(16<<10, t.shmFrame/2)
 	eng, err := start(cfg, engineHandler{t})

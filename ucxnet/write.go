@@ -42,7 +42,10 @@ func (c *Conn) Write(b []byte) (int, error) {
 			return n, c.opErr("write", net.ErrClosed)
 		}
 		if err := c.out.takeErr(); err != nil && c.werr == nil {
-			c.werr = err // a queued frame was lost: the stream has a gap
+			c.mu.Unlock()
+			c.sendFailed(err) // a queued frame was lost: the stream has a gap
+			c.mu.Lock()
+			continue
 		}
 		if c.werr != nil {
 			err := c.werr
@@ -129,9 +132,33 @@ func (c *Conn) Write(b []byte) (int, error) {
 		c.mu.Lock()
 		c.swin.Consume(sent)
 		if err != nil && c.werr == nil {
-			c.werr = withDetail(ErrReset, "%v", err)
+			c.mu.Unlock()
+			c.sendFailed(withDetail(ErrReset, "%v", err))
+			c.mu.Lock()
 		}
 	}
+}
+
+// sendFailed resets c after a send of its data failed on this side (UCX
+// out of memory, say, or a queued frame's send): the stream now has a gap
+// that the peer would wait on for ever, so the peer gets an RST (best
+// effort: the endpoint may be what failed) and c fails as if reset, err
+// being what its Reads (after the data already received) and Writes
+// return from now on.
+func (c *Conn) sendFailed(err error) {
+	c.mu.Lock()
+	if c.state == stateDone {
+		c.mu.Unlock()
+		return // already failed or reset
+	}
+	send := c.state == stateOpen && c.remoteID != 0 && c.peer != nil
+	c.failLocked(err)
+	c.mu.Unlock()
+	if send {
+		c.t.stats.resetsSent.Add(1)
+		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRst, ConnID: c.remoteID, Aux: uint64(stream.RstAbort)})
+	}
+	c.t.removeConn(c)
 }
 
 // framesSent accounts for sent bytes that went out as frames of at most

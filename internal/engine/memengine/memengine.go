@@ -31,7 +31,12 @@ const (
 	Drop                    // lose it
 	Duplicate               // deliver it twice
 	HoldBack                // keep it until ReleaseHeld (which reorders)
+	Fail                    // fail its send (ErrSendFailed), the endpoint still healthy
 )
+
+// ErrSendFailed is what a send whose frame a Hook answered with Fail
+// returns: a local failure (UCX out of memory, say) on a healthy endpoint.
+var ErrSendFailed = errors.New("memengine: send failed (Fail hook)")
 
 // Frame is a frame in flight, as a Hook sees it.
 type Frame struct {
@@ -284,6 +289,9 @@ func (e *Engine) send(x engine.EP, header, data []byte) error {
 	act := Deliver
 	if hook != nil {
 		act = hook(f)
+	}
+	if act == Fail {
+		return ErrSendFailed
 	}
 	ev := engine.Event{Kind: engine.Frame, HdrLen: len(f.Header), DataLen: len(f.Data), From: p.id}
 	copy(ev.Hdr[:], f.Header)
