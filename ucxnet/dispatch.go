@@ -171,9 +171,9 @@ func endpointWhy(err error) string {
 // make a live peer look dead (keepalive probes are per peer, and any of
 // its conns may carry one).
 func (t *Transport) strayFrame(h stream.Header, ev *engine.Event, now int64) {
-	t.mu.Lock()
+	t.mu.RLock()
 	p := t.peersByFrom[ev.From]
-	t.mu.Unlock()
+	t.mu.RUnlock()
 	if p == nil {
 		return
 	}
