@@ -11,6 +11,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -293,4 +295,58 @@ func TestStoppedPeerDoesNotHoldBackOthers(t *testing.T) {
 	}
 	require.NotZero(t, buffered(toStopped[0]), "the backlog is not counted for the stopped peer")
 	require.Zero(t, buffered(live), "the stopped peer's backlog is counted for the live one")
+}
+
+// Over shared memory, small writes to a peer whose FIFO is full (here a
+// stopped process) wait once UCX holds shmSmallBacklog of sends it could
+// not start, instead of queueing a receive window per conn in C memory.
+func TestSmallWriteBacklogBounded(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v=false")
+	cmd.Env = append(os.Environ(), childEnv+"=stopped", childModeEnv+"=discard", "UCXNET_REGISTRY=dir:"+dir, "GORACE=atexit_sleep_ms=0")
+	stopped := startCmd(t, cmd)
+	reg, err := registry.NewDir(dir)
+	require.NoError(t, err)
+	tr, err := NewTransport(Config{Registry: reg, KeepAlive: -1}) // the stopped peer is not to be taken for dead
+	require.NoError(t, err)
+	defer tr.Close()
+	d := Dialer{Transport: tr, Timeout: 10 * time.Second}
+	var conns []net.Conn
+	for range 8 { // 8 windows of 4 MiB: far more than the bound
+		c, err := d.Dial(Network, "stopped")
+		require.NoError(t, err)
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	if k := conns[0].(*Conn).peer.path(tr).kind; k != pathSharedMemory {
+		t.Skipf("the bound applies over shared memory; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*Conn).Transports())
+	}
+	require.NoError(t, stopped.Process.Signal(syscall.SIGSTOP))
+	defer stopped.Process.Signal(syscall.SIGCONT)
+	var wg sync.WaitGroup
+	var written atomic.Int64
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			buf := make([]byte, 4<<10)
+			for {
+				n, err := c.Write(buf)
+				written.Add(int64(n))
+				if err != nil {
+					require.True(t, errors.Is(err, os.ErrDeadlineExceeded), "%v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	held := conns[0].(*Conn).backlog()
+	t.Logf("written %d bytes, UCX holds %d for the stopped peer", written.Load(), held)
+	require.NotZero(t, held, "UCX never held sends to the stopped peer: nothing was bounded")
+	// The bound (1 MiB), plus what the writers had committed when they
+	// last passed it (an open frame each, forced out within 100 µs), with
+	// room to spare; without the bound UCX held the 8 windows (32 MiB).
+	require.LessOrEqual(t, held, uint64(4<<20))
 }

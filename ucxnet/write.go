@@ -29,8 +29,11 @@ func (c *Conn) sendWindow(limit uint64) {
 // microseconds, coalesced with the writes that follow (see coalesce.go):
 // b may be reused at once. On an error, n says how many bytes were
 // committed (on a reset conn, at least that many may have reached the
-// peer). Write blocks while the peer's receive window is full; the
-// deadline is checked before each part is committed.
+// peer). Write blocks while the peer's receive window is full, and while
+// UCX holds more than it could send to the peer (a full shared-memory FIFO
+// or socket: see shmSmallBacklog and peerBufferMax), as a write to a full
+// socket buffer does; the deadline is checked before each part is
+// committed.
 func (c *Conn) Write(b []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -82,7 +85,11 @@ func (c *Conn) Write(b []byte) (int, error) {
 		chunk := min(avail, len(b)-n)
 		c.mu.Unlock()
 
-		if c.peer.unflushed.Load() >= peerBufferMax/4 && c.t.eng.Buffered() >= peerBufferMax {
+		sp := c.peer.path(c.t)
+		frame := min(c.frame, sp.frame, c.peerSegs.limit(sp.kind))
+		small := chunk <= min(frame, coalesceMax)/2
+		if c.peer.unflushed.Load() >= peerBufferMax/4 && c.t.eng.Buffered() >= peerBufferMax ||
+			small && sp.kind == pathSharedMemory && c.backlog() >= shmSmallBacklog {
 			if err := c.drainPeer(dl); err != nil {
 				if err == os.ErrDeadlineExceeded || err == net.ErrClosed {
 					return n, c.opErr("write", err)
@@ -97,8 +104,6 @@ func (c *Conn) Write(b []byte) (int, error) {
 
 		h := stream.Header{Kind: stream.KindData, ConnID: c.remoteID}
 		hb := h.Bytes()
-		sp := c.peer.path(c.t)
-		frame := min(c.frame, sp.frame, c.peerSegs.limit(sp.kind))
 		var sent int
 		var err error
 		p := b[n : n+chunk]
@@ -106,7 +111,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		case sp.zeroCopy && chunk >= ZeroCopyMin:
 			sent, err = c.sendZeroCopy(hb[:], p, frame)
 			c.framesSent(sent, frame)
-		case chunk <= min(frame, coalesceMax)/2:
+		case small:
 			var done bool
 			if sent, done, err = c.writeSmall(hb, p, frame); done {
 				break
@@ -176,6 +181,27 @@ func (c *Conn) framesSent(sent, frame int) {
 // receive windows bound each conn; this bounds a peer's conns together,
 // without slowing writers to peers that drain.
 const peerBufferMax = 64 << 20
+
+// shmSmallBacklog bounds, over shared memory, what UCX holds for a peer in
+// sends it could not start (its FIFO full) before a small write waits for
+// them (drainPeer), as a write to a full socket buffer waits. Without it a
+// receiver slower than its sender (16 conns of 4 KiB writes into one
+// process) let UCX queue up to a receive window per conn, in C buffers
+// that are cold by the time they are filled (PERFORMANCE.md §12): with it,
+// 16 × 4 KiB over sm went from 1.9–2.5 to 2.9–3.5 GB/s on the same
+// machine. Over tcp the socket buffer is the backlog, and the same bound
+// cost a fifth of that row; large writes have peerBufferMax.
+const shmSmallBacklog = 1 << 20
+
+// backlog returns what UCX holds in sends to c's peer that it could not
+// start.
+func (c *Conn) backlog() (n uint64) {
+	_ = c.peer.use(func(ep engine.EP) error {
+		n = c.t.eng.BufferedTo(ep)
+		return nil
+	})
+	return n
+}
 
 // drainPeer waits until UCX has finished every send to c's peer (a flush),
 // the write deadline dl passes (os.ErrDeadlineExceeded) or c is closed
