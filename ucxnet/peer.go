@@ -271,7 +271,10 @@ func (t *Transport) tick(now time.Time) {
 		t.lastSweep = now
 		return
 	}
-	if now.Sub(t.lastSweep) < every {
+	// A tick a little early still runs it: ticks come every
+	// engine.TickEvery with some jitter, and a sweep due every TickEvery
+	// would otherwise run on every other one.
+	if now.Sub(t.lastSweep) < every-every/8 {
 		return
 	}
 	stalled := now.Sub(t.lastSweep) > 3*every
@@ -332,10 +335,17 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 		if c == nil {
 			continue // only dials waiting for their answer: their own timer decides
 		}
+		// Dead only once a probe sent after the last sign of life went
+		// unanswered for a while: a sweep that comes late (a busy engine,
+		// or a tick just short of due) must not fail a peer it never
+		// asked.
+		lastPing := p.lastPing.Load()
+		probed := lastPing > p.lastRecv.Load()
+		sincePing := now.Sub(time.Unix(0, lastPing))
 		switch {
-		case silent > ka:
+		case silent > ka && probed && sincePing >= ka/8:
 			dead = append(dead, p)
-		case now.Sub(time.Unix(0, p.lastPing.Load())) >= ka/6:
+		case !probed || sincePing >= ka/6:
 			probes = append(probes, probe{p, c})
 		}
 	}
