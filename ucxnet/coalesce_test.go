@@ -297,10 +297,11 @@ func TestStoppedPeerDoesNotHoldBackOthers(t *testing.T) {
 	require.Zero(t, buffered(live), "the stopped peer's backlog is counted for the live one")
 }
 
-// Over shared memory, small writes to a peer whose FIFO is full (here a
-// stopped process) wait once UCX holds shmSmallBacklog of sends it could
-// not start, instead of queueing a receive window per conn in C memory.
-func TestSmallWriteBacklogBounded(t *testing.T) {
+// Writes to a peer that drains nothing (here a stopped process) wait once
+// UCX holds a bounded backlog of sends it could not start, instead of
+// queueing a receive window per conn in C memory: over shared memory small
+// writes wait at shmSmallBacklog, over tcp every write at tcpBacklog.
+func TestWriteBacklogBounded(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v=false")
 	cmd.Env = append(os.Environ(), childEnv+"=stopped", childModeEnv+"=discard", "UCXNET_REGISTRY=dir:"+dir, "GORACE=atexit_sleep_ms=0")
@@ -312,14 +313,25 @@ func TestSmallWriteBacklogBounded(t *testing.T) {
 	defer tr.Close()
 	d := Dialer{Transport: tr, Timeout: 10 * time.Second}
 	var conns []net.Conn
-	for range 8 { // 8 windows of 4 MiB: far more than the bound
+	for range 8 { // 8 windows of 4 MiB: far more than either bound
 		c, err := d.Dial(Network, "stopped")
 		require.NoError(t, err)
 		defer c.Close()
 		conns = append(conns, c)
 	}
-	if k := conns[0].(*Conn).peer.path(tr).kind; k != pathSharedMemory {
-		t.Skipf("the bound applies over shared memory; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*Conn).Transports())
+	// The bound, plus what the writers had committed when they last
+	// passed it (over sm an open frame each, forced out within 100 µs; over
+	// tcp a write each), with room to spare. Without the bounds UCX held
+	// the 8 windows (32 MiB, less a socket buffer over tcp).
+	var size int
+	var limit uint64
+	switch k := conns[0].(*Conn).peer.path(tr).kind; k {
+	case pathSharedMemory:
+		size, limit = 4<<10, 4<<20 // shmSmallBacklog (1 MiB) and an open frame per conn
+	case pathTCP:
+		size, limit = 64<<10, 12<<20 // tcpBacklog (8 MiB) and a write per conn
+	default:
+		t.Skipf("the bounds apply over shared memory and tcp; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*Conn).Transports())
 	}
 	require.NoError(t, stopped.Process.Signal(syscall.SIGSTOP))
 	defer stopped.Process.Signal(syscall.SIGCONT)
@@ -330,7 +342,7 @@ func TestSmallWriteBacklogBounded(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c.SetWriteDeadline(time.Now().Add(2 * time.Second))
-			buf := make([]byte, 4<<10)
+			buf := make([]byte, size)
 			for {
 				n, err := c.Write(buf)
 				written.Add(int64(n))
@@ -343,10 +355,7 @@ func TestSmallWriteBacklogBounded(t *testing.T) {
 	}
 	wg.Wait()
 	held := conns[0].(*Conn).backlog()
-	t.Logf("written %d bytes, UCX holds %d for the stopped peer", written.Load(), held)
+	t.Logf("%d-byte writes: written %d bytes, UCX holds %d for the stopped peer", size, written.Load(), held)
 	require.NotZero(t, held, "UCX never held sends to the stopped peer: nothing was bounded")
-	// The bound (1 MiB), plus what the writers had committed when they
-	// last passed it (an open frame each, forced out within 100 µs), with
-	// room to spare; without the bound UCX held the 8 windows (32 MiB).
-	require.LessOrEqual(t, held, uint64(4<<20))
+	require.LessOrEqual(t, held, limit)
 }

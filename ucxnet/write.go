@@ -31,7 +31,7 @@ func (c *Conn) sendWindow(limit uint64) {
 // committed (on a reset conn, at least that many may have reached the
 // peer). Write blocks while the peer's receive window is full, and while
 // UCX holds more than it could send to the peer (a full shared-memory FIFO
-// or socket: see shmSmallBacklog and peerBufferMax), as a write to a full
+// or socket: see shmSmallBacklog, tcpBacklog and peerBufferMax), as a write to a full
 // socket buffer does; the deadline is checked before each part is
 // committed.
 func (c *Conn) Write(b []byte) (int, error) {
@@ -89,7 +89,8 @@ func (c *Conn) Write(b []byte) (int, error) {
 		frame := min(c.frame, sp.frame, c.peerSegs.limit(sp.kind))
 		small := chunk <= min(frame, coalesceMax)/2
 		if c.peer.unflushed.Load() >= peerBufferMax/4 && c.t.eng.Buffered() >= peerBufferMax ||
-			small && sp.kind == pathSharedMemory && c.backlog() >= shmSmallBacklog {
+			small && sp.kind == pathSharedMemory && c.backlog() >= shmSmallBacklog ||
+			sp.kind == pathTCP && c.backlog() >= tcpBacklog {
 			if err := c.drainPeer(dl); err != nil {
 				if err == os.ErrDeadlineExceeded || err == net.ErrClosed {
 					return n, c.opErr("write", err)
@@ -192,6 +193,16 @@ const peerBufferMax = 64 << 20
 // machine. Over tcp the socket buffer is the backlog, and the same bound
 // cost a fifth of that row; large writes have peerBufferMax.
 const shmSmallBacklog = 1 << 20
+
+// tcpBacklog bounds, over tcp, what UCX holds for a peer in sends it could
+// not start (the socket buffer full) before a write waits for them
+// (drainPeer), as a write to a full socket waits. The socket buffer (up to
+// 4 MiB here) keeps the link busy meanwhile. Without it 16 conns of 1 MiB
+// writes had UCX hold up to their receive windows (64 MiB) in C copies,
+// and on a VM where a page fault costs 14 µs each fresh MiB of them cost
+// 3.5 ms: that row went from 0.15× Go's TCP to 0.35× with this bound
+// and the buffer pool's (PERFORMANCE.md §13).
+const tcpBacklog = 8 << 20
 
 // backlog returns what UCX holds in sends to c's peer that it could not
 // start.

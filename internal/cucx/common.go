@@ -191,7 +191,9 @@ type Stats struct {
 	InflightBytes uint64 // payload bytes in C-owned send buffers UCX has not completed
 	SendErrors    uint64 // sends completed with an error
 	BufferedDone  uint64 // buffered sends (counted in InflightBytes) that UCX completed since
-	BufAllocs     uint64 // send buffers allocated (pool misses)
+	BufAllocs     uint64 // send and receive buffers allocated (pool misses)
+	PoolGets      uint64 // send and receive buffers taken (pool hits and misses)
+	PooledBytes   uint64 // bytes of the buffers waiting in the pool
 	ImmSends      uint64 // sends UCX completed straight from the caller's memory (no copy)
 	ZCFrames      uint64 // frames sent from the caller's pinned memory (SendFramesZC)
 }

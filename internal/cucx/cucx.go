@@ -339,6 +339,10 @@ func (w *Worker) Arm() (busy bool, err error) {
 	return false, statusErr("arm worker", st)
 }
 
+// TrimPool frees the pooled send and receive buffers beyond the few that
+// each size class keeps for good. The worker must be locked.
+func (w *Worker) TrimPool() { C.cucx_trim_pool(w.w) }
+
 // ReleaseEvents releases the data of the last batch of events.
 func (w *Worker) ReleaseEvents() { C.cucx_release_events(w.w) }
 
@@ -356,6 +360,8 @@ func (w *Worker) Stats() Stats {
 		SendErrors:    uint64(w.w.send_errors),
 		BufferedDone:  uint64(w.w.buffered_done),
 		BufAllocs:     uint64(w.w.bufs_alloc),
+		PoolGets:      uint64(w.w.pool_gets),
+		PooledBytes:   uint64(w.w.pooled_bytes),
 		ImmSends:      uint64(w.w.imm_sends),
 		ZCFrames:      uint64(w.w.zc_frames),
 	}

@@ -11,8 +11,15 @@
 /* ---- C-owned send buffers ----------------------------------------------
  * A send copies header and payload into one buffer that the operation owns
  * until UCX completes it (UCX 1.13 has no COPY_HEADER flag: the header
- * pointer is kept). Buffers are recycled through per-size-class free lists
- * so that large frames do not pay mmap/munmap on every send. All pool
+ * pointer is kept); a received frame that UCX does not hand over is copied
+ * into one too. Buffers are recycled through per-size-class free lists so
+ * that frames do not pay malloc, and with it fresh pages, on every send:
+ * glibc hands large freed blocks back to the kernel, and each new one
+ * faults its pages in again (16 conns of 1 MiB writes over tcp took 37k
+ * page faults a second inside these copies and ran at a quarter of one
+ * conn's rate). A class keeps pool_keep(cls) buffers for good; beyond
+ * that, buffers stay pooled up to CUCX_POOL_MAX bytes in all while the pool
+ * is in use, and cucx_trim_pool gives them back once it is idle. All pool
  * functions run with the worker lock held (Go side), so they need no lock. */
 struct cucx_buf {
     cucx_worker_t *w;
@@ -27,17 +34,29 @@ struct cucx_buf {
 
 #define CUCX_MIN_CLASS 7 /* 128 B */
 #define CUCX_MAX_CLASS 31
+/* A buffer of class c holds 2^c bytes and CUCX_BUF_SLACK more, so that a
+ * frame header on top of a power-of-two payload (a 1 MiB write as one tcp
+ * frame) takes its class, not the next one up. */
+#define CUCX_BUF_SLACK 256
+/* The most bytes of buffers pooled beyond pool_keep, in all classes: what
+ * one peer may have in flight each way (64 MiB of sends between flushes,
+ * and 16 conns' 4 MiB receive windows of held frames). */
+#define CUCX_POOL_MAX ((uint64_t)64 << 20)
+
+static size_t buf_cap(uint32_t cls) { return ((size_t)1 << cls) + CUCX_BUF_SLACK; }
 
 static uint32_t size_class(size_t n)
 {
     uint32_t c = CUCX_MIN_CLASS;
-    while (((size_t)1 << c) < n && c < CUCX_MAX_CLASS) {
+    while (buf_cap(c) < n && c < CUCX_MAX_CLASS) {
         c++;
     }
     return c;
 }
 
-static uint32_t pool_cap(uint32_t cls)
+/* pool_keep is how many buffers of a class stay pooled however long the
+ * pool is idle. */
+static uint32_t pool_keep(uint32_t cls)
 {
     if (cls <= 16) return 256; /* up to 64 KiB */
     if (cls <= 20) return 32;  /* up to 1 MiB */
@@ -47,13 +66,15 @@ static uint32_t pool_cap(uint32_t cls)
 static cucx_buf_t *buf_get(cucx_worker_t *w, size_t n)
 {
     uint32_t cls = size_class(n);
+    w->pool_gets++;
     cucx_buf_t *b = w->pool[cls];
     if (b != NULL) {
         w->pool[cls] = b->next;
         w->pooled[cls]--;
+        w->pooled_bytes -= buf_cap(cls);
         return b;
     }
-    b = malloc(sizeof(*b) + ((size_t)1 << cls));
+    b = malloc(sizeof(*b) + buf_cap(cls));
     if (b == NULL) return NULL;
     b->w = w;
     b->cls = cls;
@@ -64,13 +85,28 @@ static cucx_buf_t *buf_get(cucx_worker_t *w, size_t n)
 static void buf_put(cucx_buf_t *b)
 {
     cucx_worker_t *w = b->w;
-    if (w->pooled[b->cls] >= pool_cap(b->cls)) {
+    uint32_t cls = b->cls;
+    if (w->pooled[cls] >= pool_keep(cls) && w->pooled_bytes + buf_cap(cls) > CUCX_POOL_MAX) {
         free(b);
         return;
     }
-    b->next = w->pool[b->cls];
-    w->pool[b->cls] = b;
-    w->pooled[b->cls]++;
+    b->next = w->pool[cls];
+    w->pool[cls] = b;
+    w->pooled[cls]++;
+    w->pooled_bytes += buf_cap(cls);
+}
+
+void cucx_trim_pool(cucx_worker_t *w)
+{
+    for (uint32_t c = CUCX_MIN_CLASS; c <= CUCX_MAX_CLASS; c++) {
+        while (w->pooled[c] > pool_keep(c)) {
+            cucx_buf_t *b = w->pool[c];
+            w->pool[c] = b->next;
+            w->pooled[c]--;
+            w->pooled_bytes -= buf_cap(c);
+            free(b);
+        }
+    }
 }
 
 /* ---- events -------------------------------------------------------------- */
@@ -181,7 +217,7 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length,
      * pooled buffer: a fresh malloc per frame, freed when Read is done
      * with it, made glibc hand pages back and fault them in again (190k
      * page faults/s receiving 1 GB/s over tcp). */
-    cucx_buf_t *b = length <= ((size_t)1 << CUCX_MAX_CLASS) ? buf_get(w, length) : NULL;
+    cucx_buf_t *b = length <= buf_cap(CUCX_MAX_CLASS) ? buf_get(w, length) : NULL;
     if (b == NULL) {
         e->kind = CUCX_EV_BAD;
         return UCS_OK;

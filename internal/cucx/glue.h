@@ -67,6 +67,8 @@ typedef struct {
 
     cucx_buf_t   *pool[32]; /* free lists by size class */
     uint32_t      pooled[32];
+    uint64_t      pooled_bytes; /* bytes of the buffers in pool */
+    uint64_t      pool_gets;    /* buffers taken (from the pool or malloc) */
 
     uint32_t      am_flags;    /* flags of every AM send: EAGER | REPLY */
     uint64_t      inflight;    /* sends UCX still owns */
@@ -94,6 +96,9 @@ struct cucx_zc_op {
 
 ucs_status_t cucx_open(cucx_worker_t **out, const char **names, const char **values, int n);
 void         cucx_close(cucx_worker_t *w);
+/* cucx_trim_pool frees the pooled buffers beyond what each class keeps for
+ * good (the engine calls it once the pool has been idle a while). */
+void         cucx_trim_pool(cucx_worker_t *w);
 ucs_status_t cucx_address(cucx_worker_t *w, void **addr, size_t *len);
 void         cucx_release_address(cucx_worker_t *w, void *addr);
 /* An endpoint as Go holds it: UCX's handle, and the payload bytes of sends

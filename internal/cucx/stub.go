@@ -97,3 +97,6 @@ func (w *Worker) Signal() error { return unsupported("signal worker") }
 
 // Stats returns zero counters.
 func (w *Worker) Stats() Stats { return Stats{} }
+
+// TrimPool does nothing.
+func (w *Worker) TrimPool() {}

@@ -109,6 +109,31 @@ type Engine struct {
 
 	wakeups atomic.Uint64
 	batches atomic.Uint64
+
+	// The buffer pool's use, as the engine goroutine last saw it
+	// (trimPool).
+	poolGets    uint64
+	poolUsed    time.Time
+	poolTrimmed bool
+}
+
+// poolIdle is how long the worker's send and receive buffer pool goes
+// unused before the buffers it holds beyond each size class's few are
+// freed (cucx_trim_pool): a burst of large frames leaves up to 64 MiB
+// pooled, which an idle process should not keep.
+const poolIdle = time.Second
+
+// trimPool frees the pool's surplus once it has been idle for poolIdle.
+// The worker is locked; engine goroutine, once per tick.
+func (e *Engine) trimPool(st cucx.Stats, now time.Time) {
+	if st.PoolGets != e.poolGets || e.poolUsed.IsZero() {
+		e.poolGets, e.poolUsed, e.poolTrimmed = st.PoolGets, now, false
+		return
+	}
+	if !e.poolTrimmed && now.Sub(e.poolUsed) >= poolIdle {
+		e.w.TrimPool()
+		e.poolTrimmed = true
+	}
 }
 
 // Release hands back data held with engine.Event.Hold. It is released at
@@ -485,15 +510,22 @@ func (e *Engine) loop() {
 	// pass's.
 	now := last
 	for !e.stopping.Load() {
-		if ticker != nil && now.Sub(lastTick) >= engine.TickEvery {
+		tick := now.Sub(lastTick) >= engine.TickEvery
+		if tick {
 			lastTick = now
-			ticker.Tick(now)
+			if ticker != nil {
+				ticker.Tick(now)
+			}
 		}
 		var n int
 		rel := e.takeReleases()
 		e.lockLoop()
 		evs, n = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
-		e.buffered.Store(e.w.Stats().InflightBytes)
+		st := e.w.Stats()
+		e.buffered.Store(st.InflightBytes)
+		if tick {
+			e.trimPool(st, now)
+		}
 		e.unlock()
 		bulk := false
 		if len(evs) > 0 {
