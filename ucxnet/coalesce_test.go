@@ -297,28 +297,41 @@ func TestStoppedPeerDoesNotHoldBackOthers(t *testing.T) {
 	require.Zero(t, buffered(live), "the stopped peer's backlog is counted for the live one")
 }
 
+// connsToDiscarder starts a child process that reads and discards what
+// its conns bring, and dials it 8 times from a new transport with cfg
+// (and the child's registry): 8 receive windows of 4 MiB, far more than
+// any backlog bound. The transport and conns are closed, and the child
+// killed, when t ends.
+func connsToDiscarder(t *testing.T, cfg Config) (*Transport, []net.Conn, *exec.Cmd) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v=false")
+	cmd.Env = append(os.Environ(), childEnv+"=stopped", childModeEnv+"=discard", "UCXNET_REGISTRY=dir:"+dir, "GORACE=atexit_sleep_ms=0")
+	child := startCmd(t, cmd)
+	reg, err := registry.NewDir(dir)
+	require.NoError(t, err)
+	cfg.Registry = reg
+	tr, err := NewTransport(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { tr.Close() })
+	d := Dialer{Transport: tr, Timeout: 10 * time.Second}
+	var conns []net.Conn
+	for range 8 {
+		c, err := d.Dial(Network, "stopped")
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		conns = append(conns, c)
+	}
+	return tr, conns, child
+}
+
 // Writes to a peer that drains nothing (here a stopped process) wait once
 // UCX holds a bounded backlog of sends it could not start, instead of
 // queueing a receive window per conn in C memory: over shared memory small
 // writes wait at shmSmallBacklog, over tcp every write at tcpBacklog.
 func TestWriteBacklogBounded(t *testing.T) {
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v=false")
-	cmd.Env = append(os.Environ(), childEnv+"=stopped", childModeEnv+"=discard", "UCXNET_REGISTRY=dir:"+dir, "GORACE=atexit_sleep_ms=0")
-	stopped := startCmd(t, cmd)
-	reg, err := registry.NewDir(dir)
-	require.NoError(t, err)
-	tr, err := NewTransport(Config{Registry: reg, KeepAlive: -1}) // the stopped peer is not to be taken for dead
-	require.NoError(t, err)
-	defer tr.Close()
-	d := Dialer{Transport: tr, Timeout: 10 * time.Second}
-	var conns []net.Conn
-	for range 8 { // 8 windows of 4 MiB: far more than either bound
-		c, err := d.Dial(Network, "stopped")
-		require.NoError(t, err)
-		defer c.Close()
-		conns = append(conns, c)
-	}
+	// No keepalive: the stopped peer is not to be taken for dead.
+	tr, conns, stopped := connsToDiscarder(t, Config{KeepAlive: -1})
 	// The bound, plus what the writers had committed when they last
 	// passed it (over sm an open frame each, forced out within 100 µs; over
 	// tcp a write each), with room to spare. Without the bounds UCX held
@@ -358,4 +371,47 @@ func TestWriteBacklogBounded(t *testing.T) {
 	t.Logf("%d-byte writes: written %d bytes, UCX holds %d for the stopped peer", size, written.Load(), held)
 	require.NotZero(t, held, "UCX never held sends to the stopped peer: nothing was bounded")
 	require.LessOrEqual(t, held, limit)
+}
+
+// A write waiting for UCX to drain its backlog to a peer (drainPeer) ends
+// when the conn fails meanwhile, with the conn's error: here keepalive
+// takes a stopped peer for dead. Over tcp keepalive closes the endpoint
+// gracefully and the flush the write waits on may never finish; before
+// the write heard of the failure, it hung until its deadline.
+func TestWriteBacklogEndsOnPeerFailure(t *testing.T) {
+	tr, conns, stopped := connsToDiscarder(t, Config{KeepAlive: 2 * time.Second})
+	size := 64 << 10
+	switch k := conns[0].(*Conn).peer.path(tr).kind; k {
+	case pathSharedMemory:
+		size = 4 << 10 // small writes are the ones bounded over sm
+	case pathTCP:
+	default:
+		t.Skipf("the backlog bounds apply over shared memory and tcp; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*Conn).Transports())
+	}
+	require.NoError(t, stopped.Process.Signal(syscall.SIGSTOP))
+	defer stopped.Process.Signal(syscall.SIGCONT)
+	// The deadline only turns a hang into a failure: keepalive fails the
+	// peer within about 2 × keepAlive.
+	const hang = 30 * time.Second
+	errs := make(chan error, len(conns))
+	for _, c := range conns {
+		go func() {
+			c.SetWriteDeadline(time.Now().Add(hang))
+			buf := make([]byte, size)
+			for {
+				if _, err := c.Write(buf); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return conns[0].(*Conn).backlog() > 0 }, 10*time.Second, time.Millisecond,
+		"UCX never held sends to the stopped peer")
+	for range conns {
+		err := <-errs
+		require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "a write waited out its deadline (%v) after keepalive failed the peer: %v", hang, err)
+		require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
+	}
+	require.NotZero(t, tr.Stats().KeepAliveFailures, "the peer was not failed by keepalive")
 }

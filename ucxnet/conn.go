@@ -57,6 +57,7 @@ type Conn struct {
 	linger time.Duration // SetLinger: < 0 the transport's Linger, 0 reset on Close
 
 	closedCh      chan struct{} // closed by Close
+	failedCh      chan struct{} // closed when the conn fails or is reset (failLocked)
 	wmu           sync.Mutex    // serializes writers and the FIN after them
 	seq           uint64        // next sequence number to send (under wmu)
 	out           outFrame      // small writes queued while the engine was busy
@@ -81,6 +82,7 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 		wcond:         make(chan struct{}),
 		swin:          stream.NewSendWindow(0),
 		closedCh:      make(chan struct{}),
+		failedCh:      make(chan struct{}),
 		linger:        -1,
 		keepAlive:     t.cfg.KeepAlive,
 		readDeadline:  makeDeadline(),
@@ -293,11 +295,16 @@ func (c *Conn) CloseWrite() error {
 	return c.sendFin()
 }
 
-// sendFin sends FIN after all data, once. c.wmu is held.
+// sendFin sends FIN after all data, once. If a queued frame was lost, it
+// resets the conn instead and returns the reset error. c.wmu is held.
 func (c *Conn) sendFin() error {
 	_ = c.t.eng.SendQueued() // the open frame first: its send must not fail after the FIN went
 	if err := c.out.takeErr(); err != nil {
 		c.sendFailed(err) // a queued frame was lost: RST, not FIN after a gap
+		c.mu.Lock()
+		err = c.werr
+		c.mu.Unlock()
+		return c.opErr("close", err)
 	}
 	c.mu.Lock()
 	if c.finOut || c.werr != nil || c.state != stateOpen {

@@ -179,7 +179,7 @@ func (t *Transport) strayFrame(h stream.Header, ev *engine.Event, now int64) {
 	}
 	p.lastRecv.Store(now)
 	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply == 0 && h.Aux != 0 {
-		_ = t.sendCtl(p, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: h.Aux})
+		_ = t.sendCtl(p, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: h.Aux, Aux: h.Aux})
 	}
 }
 

@@ -322,6 +322,9 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	}
 	c.state = stateOpen
 	c.mu.Unlock()
+	c.t.mu.Lock()
+	c.t.noteFromLocked(c.peer, c.from)
+	c.t.mu.Unlock()
 	a.ln.removePendingAuth(c)
 	if !a.ln.enqueue(c) {
 		code := stream.RefuseBacklog

@@ -74,6 +74,47 @@ func TestMemPSK(t *testing.T) {
 	require.True(t, errors.Is(err, syscall.ECONNREFUSED), "%v", err)
 }
 
+// A dialer that has not proved it holds the PSK cannot make its endpoint
+// stand for another worker's peer by claiming that worker's address in
+// its CONNECT: frames from it would otherwise count as the real peer's
+// signs of life (strayFrame), keeping a dead peer looking alive.
+func TestMemPSKUnprovenDialerKeepsPeerFrom(t *testing.T) {
+	p := newMemPair(t, Config{})
+	key := []byte("correct horse battery staple")
+	ln := pskListener(t, p.pair, key)
+	d := Dialer{Transport: p.client, PSK: key, Timeout: 5 * time.Second}
+	c, err := d.Dial(Network, ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	from := func() (from uintptr, byFrom *peer, pr *peer) {
+		p.server.mu.RLock()
+		defer p.server.mu.RUnlock()
+		pr = p.server.peers[string(p.client.WorkerAddress())]
+		require.NotNil(t, pr, "the server has no peer for the client")
+		return pr.from, p.server.peersByFrom[pr.from], pr
+	}
+	real, byFrom, pr := from()
+	require.NotZero(t, real, "the authenticated conn's From was not noted")
+	require.Same(t, pr, byFrom)
+
+	const attacker = 777_777 // an endpoint the server has never heard of
+	hello := stream.Hello{ConnID: 4242, EagerMax: 1 << 20, Window: 1 << 20, Name: ln.Addr().String(),
+		WorkerAddr: p.client.WorkerAddress(), Nonce: newNonce()}
+	b, err := hello.MarshalBinary()
+	require.NoError(t, err)
+	h := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
+	unknown := p.client.Stats().UnknownConn
+	p.srvEng.Inject(attacker, h[:], b)
+	// The server answers the claimed worker (the client), which knows no
+	// conn 4242.
+	waitStat(t, p.client, "answers to the forged CONNECT", func(st Stats) uint64 { return st.UnknownConn }, unknown+1)
+	now, _, _ := from()
+	require.Equal(t, real, now, "an unauthenticated CONNECT replaced the peer's From")
+	p.server.mu.RLock()
+	require.Nil(t, p.server.peersByFrom[attacker], "the forged endpoint stands for a peer")
+	p.server.mu.RUnlock()
+}
+
 // A network that duplicates every third frame and delivers others out of
 // order still yields the exact stream, with duplicates counted.
 func TestMemDuplicateAndReorder(t *testing.T) {

@@ -5,6 +5,7 @@ package ucxnet
 // reports.
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -104,10 +105,15 @@ func (t *Transport) failOps(err error) {
 	}
 }
 
+// errConnFailed is what flush returns when its failed channel closes: the
+// conn it waited for failed meanwhile, and the conn's own error says why.
+var errConnFailed = errors.New("ucxnet: conn failed during flush")
+
 // flush waits until every send issued so far on p's endpoint is handed to
-// the transport, until expired is closed (timeoutError), or until stop is
-// closed (net.ErrClosed; a nil channel never is).
-func (t *Transport) flush(p *peer, expired, stop <-chan struct{}) error {
+// the transport, until expired is closed (timeoutError), until stop is
+// closed (net.ErrClosed) or until failed is closed (errConnFailed); a nil
+// channel never is.
+func (t *Transport) flush(p *peer, expired, stop, failed <-chan struct{}) error {
 	token, ch := t.newOp()
 	var done bool
 	err := p.use(func(ep engine.EP) (err error) {
@@ -130,6 +136,9 @@ func (t *Transport) flush(p *peer, expired, stop <-chan struct{}) error {
 	case <-stop:
 		t.forgetOp(token)
 		return net.ErrClosed
+	case <-failed:
+		t.forgetOp(token)
+		return errConnFailed
 	}
 }
 
@@ -138,5 +147,5 @@ func (t *Transport) flushWithin(p *peer, d time.Duration) error {
 	expired := make(chan struct{})
 	timer := time.AfterFunc(d, func() { close(expired) })
 	defer timer.Stop()
-	return t.flush(p, expired, nil)
+	return t.flush(p, expired, nil, nil)
 }

@@ -219,7 +219,13 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool) error {
 	if dial {
 		p.dialed++
 	}
-	t.noteFromLocked(p, c.from)
+	if c.state == stateOpen {
+		// An accepted conn that needs no authentication (a dial's From
+		// is learnt from its ACCEPT, an authenticated conn's once its
+		// proof checks out): a dialer that has not proved who it is must
+		// not make its endpoint stand for another worker's peer.
+		t.noteFromLocked(p, c.from)
+	}
 	t.addConnLocked(c)
 	return nil
 }

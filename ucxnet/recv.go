@@ -74,6 +74,9 @@ func (c *Conn) failLocked(err error) {
 	if c.werr == nil {
 		c.werr = err
 	}
+	if !isClosedChan(c.failedCh) {
+		close(c.failedCh)
+	}
 	broadcast(&c.rcond, c.rwait)
 	broadcast(&c.wcond, c.wwait)
 }

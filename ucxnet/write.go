@@ -215,13 +215,19 @@ func (c *Conn) backlog() (n uint64) {
 }
 
 // drainPeer waits until UCX has finished every send to c's peer (a flush),
-// the write deadline dl passes (os.ErrDeadlineExceeded) or c is closed
-// (net.ErrClosed). Called with c.wmu held.
+// the write deadline dl passes (os.ErrDeadlineExceeded), c is closed
+// (net.ErrClosed) or c fails or is reset meanwhile (the error its Writes
+// now return): a flush of a peer that died may never finish. Called with
+// c.wmu held.
 func (c *Conn) drainPeer(dl <-chan struct{}) error {
-	err := c.t.flush(c.peer, dl, c.closedCh)
+	err := c.t.flush(c.peer, dl, c.closedCh, c.failedCh)
 	switch {
 	case err == nil:
 		c.peer.unflushed.Store(0)
+	case err == errConnFailed:
+		c.mu.Lock()
+		err = c.werr
+		c.mu.Unlock()
 	case errors.As(err, new(timeoutError)):
 		err = os.ErrDeadlineExceeded
 	case err != net.ErrClosed && !errors.Is(err, syscall.ECONNRESET):
