@@ -63,15 +63,24 @@ static uint32_t pool_keep(uint32_t cls)
     return 4;
 }
 
-static cucx_buf_t *buf_get(cucx_worker_t *w, size_t n)
+/* pool_pop takes a buffer of class cls from the pool (NULL if none). */
+static cucx_buf_t *pool_pop(cucx_worker_t *w, uint32_t cls)
 {
-    uint32_t cls = size_class(n);
-    w->pool_gets++;
     cucx_buf_t *b = w->pool[cls];
     if (b != NULL) {
         w->pool[cls] = b->next;
         w->pooled[cls]--;
         w->pooled_bytes -= buf_cap(cls);
+    }
+    return b;
+}
+
+static cucx_buf_t *buf_get(cucx_worker_t *w, size_t n)
+{
+    uint32_t cls = size_class(n);
+    w->pool_gets++;
+    cucx_buf_t *b = pool_pop(w, cls);
+    if (b != NULL) {
         return b;
     }
     b = malloc(sizeof(*b) + buf_cap(cls));
@@ -100,11 +109,7 @@ void cucx_trim_pool(cucx_worker_t *w)
 {
     for (uint32_t c = CUCX_MIN_CLASS; c <= CUCX_MAX_CLASS; c++) {
         while (w->pooled[c] > pool_keep(c)) {
-            cucx_buf_t *b = w->pool[c];
-            w->pool[c] = b->next;
-            w->pooled[c]--;
-            w->pooled_bytes -= buf_cap(c);
-            free(b);
+            free(pool_pop(w, c));
         }
     }
 }
