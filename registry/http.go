@@ -87,12 +87,15 @@ func WithLeaseTTL(ttl time.Duration) HTTPOption {
 	}
 }
 
-// WithHTTPClient makes the backend send its requests with c instead of a
-// private client. Close then leaves c's idle connections alone.
+// WithHTTPClient makes the backend send its requests with a copy of c
+// instead of a private client; the copy never follows redirects (see
+// NewHTTP). Close then leaves c's idle connections alone.
 func WithHTTPClient(c *http.Client) HTTPOption {
 	return func(h *HTTP) {
 		if c != nil {
-			h.client = c
+			cc := *c
+			cc.CheckRedirect = noRedirect
+			h.client = &cc
 			h.ownHTTP = nil
 		}
 	}
@@ -146,8 +149,10 @@ func WithRequestTimeout(d time.Duration) HTTPOption {
 
 // NewHTTP returns the backend for the registry server at baseURL, an
 // "http://" or "https://" URL, possibly with a path prefix. A non-empty
-// token is sent as "Authorization: Bearer TOKEN". It does not contact the
-// server.
+// token is sent as "Authorization: Bearer TOKEN". Redirects are not
+// followed (a 3xx answer is an error naming the redirect): Go's client
+// would send the token along to a redirect on the same host name, whatever
+// its port. It does not contact the server.
 func NewHTTP(baseURL, token string, opts ...HTTPOption) (*HTTP, error) {
 	u, err := url.Parse(strings.TrimSpace(baseURL))
 	if err != nil {
@@ -165,7 +170,7 @@ func NewHTTP(baseURL, token string, opts ...HTTPOption) (*HTTP, error) {
 	h := &HTTP{
 		base:    strings.TrimRight(u.String(), "/"),
 		token:   token,
-		client:  &http.Client{Transport: tr},
+		client:  &http.Client{Transport: tr, CheckRedirect: noRedirect},
 		ownHTTP: tr,
 		ttl:     DefaultLeaseTTL,
 		timeout: 5 * time.Second,
@@ -179,6 +184,14 @@ func NewHTTP(baseURL, token string, opts ...HTTPOption) (*HTTP, error) {
 	}
 	return h, nil
 }
+
+// errRedirect is what noRedirect returns.
+var errRedirect = errors.New("the registry answered with a redirect, which is not followed (the token would go to another server); use the final URL")
+
+// noRedirect is the CheckRedirect of the backend's own client: a registry
+// never redirects, and following one would send the bearer token (and
+// trust the answers of) whatever server the redirect names.
+func noRedirect(req *http.Request, via []*http.Request) error { return errRedirect }
 
 // openHTTP is Open for "http://" and "https://" specs: the token comes from
 // $UCXNET_REGISTRY_TOKEN, $UCXNET_REGISTRY_TOKEN_FILE or, for a registry on

@@ -108,7 +108,8 @@ type ServerConfig struct {
 //	GET    /v1/entries/{name}            200 Entry; 404 if absent or expired
 //	GET    /v1/entries[?limit=N&after=C] 200 [Entry...], live entries sorted by name, one page
 //	GET    /v1/services/{service}[?...]  200 [Entry...] of that service sorted by name, one page
-//	GET    /healthz                      200 {"status":"ok","entries":N}; no token needed
+//	GET    /healthz                      200 {"status":"ok"}; no token needed (with the
+//	                                     token, and a token configured, also "entries":N)
 //
 // Listings are paged: a page holds the entries after the name C
 // (?after=C, default from the start), at most N of them (?limit=N,
@@ -323,7 +324,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			methodNotAllowed(w, r, "GET, HEAD")
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "entries": s.Len()})
+		// Liveness only for strangers: how many entries the registry
+		// holds is for token holders.
+		body := map[string]any{"status": "ok"}
+		if s.cfg.Token != "" && s.authorized(r) {
+			body["entries"] = s.Len()
+		}
+		writeJSON(w, http.StatusOK, body)
 		return
 	}
 	if !s.authorized(r) {
