@@ -8,8 +8,8 @@ import (
 )
 
 // ErrBadAddress is wrapped by every error ValidateAddress returns: the
-// bytes are not a packed UCX 1.13 worker address that UCX can be trusted to
-// parse.
+// bytes are not a packed UCX worker address, in a layout of a UCX release
+// this package knows, that UCX can be trusted to parse.
 var ErrBadAddress = errors.New("ucxnet: malformed UCX worker address")
 
 // MaxAddressLen is the longest packed worker address ValidateAddress
@@ -17,13 +17,17 @@ var ErrBadAddress = errors.New("ucxnet: malformed UCX worker address")
 // ~240 B on InfiniBand).
 const MaxAddressLen = 8192
 
-// Limits of UCX 1.13 that an address must respect.
+// KnownReleases names the UCX releases whose packed worker address layouts
+// ValidateAddress knows (their address.c is the reference).
+const KnownReleases = "1.13–1.22"
+
+// Limits of UCX that an address must respect.
 const (
 	addrMaxResources = 64 // tl entries (UCP_MAX_RESOURCES bounds the unpacked list)
 	addrMaxMDs       = 64 // md index: UCX keeps remote MDs in a 64-bit map
 )
 
-// Layout constants from UCX 1.13's src/ucp/wireup/address.c.
+// Layout constants from UCX's src/ucp/wireup/address.c (1.13 to 1.22).
 const (
 	addrVersionV1 = 0 // UCP_OBJECT_VERSION_V1 (default, UCX_ADDRESS_VERSION=v1)
 	addrVersionV2 = 1 // UCP_OBJECT_VERSION_V2 (UCX_ADDRESS_VERSION=v2)
@@ -43,13 +47,34 @@ const (
 
 	addrIfaceLenMask  = 0x3f // UCP_ADDRESS_IFACE_LEN_MASK
 	addrDeviceLenMask = 0x1f // UCP_ADDRESS_DEVICE_LEN_MASK
-	addrMDEmptyDev    = 0x80
-	addrMDMaskV1      = 0x1f // UCP_ADDRESS_FLAG_MD_MASK_V1
-	addrMDMaskV2      = 0x7f // UCP_ADDRESS_FLAG_MD_MASK
+	addrMDEmptyDev    = 0x80 // UCP_ADDRESS_FLAG_MD_EMPTY_DEV
+	addrMDMaskV1      = 0x1f // md index bits of a v1 md byte up to 1.18 (0x60: legacy MD flags)
+	addrMDMaskV2      = 0x7f // UCP_ADDRESS_FLAG_MD_MASK (v2; v1 from 1.19 on)
+	addrMDLegacyBits  = 0x60 // UCP_ADDRESS_FLAG_MD_INDEX_LEGACY_BITS (v1 up to 1.18)
+
+	// Since 1.16 a release's minor version, modulo 16, travels in the
+	// address: in the v2 header's high nibble, and in v1 as the md index
+	// of an empty pseudo-device packed after the real ones
+	// (UCP_ADDRESS_PACK_FLAG_RELEASE_VER_V1). Its 3 bits above the version
+	// are reserved.
+	addrReleaseMask     = 0x0f
+	addrReleaseReserved = 0x70
+	addrLegacyMDRelease = 18 // the last release that packs legacy bits in v1 md bytes
 
 	addrIfaceAttrV1 = 16 // ucp_address_packed_iface_attr_t: 3 floats + uint32
 	addrIfaceAttrV2 = 8  // ucp_address_v2_packed_iface_attr_t: 3 fp8, prio, u16 seg, u16 flags
 )
+
+// releaseMinor turns a packed 4-bit release version into the UCX 1.x minor
+// version it most likely stands for: 13–15 as themselves, 0–12 as 16–28
+// (releases before 1.16 pack none, so 0 means 1.16 where a version is
+// packed at all).
+func releaseMinor(nibble byte) int {
+	if nibble >= 13 {
+		return int(nibble)
+	}
+	return int(nibble) + 16
+}
 
 func badAddr(off int, format string, args ...any) error {
 	return fmt.Errorf("%w: at byte %d: %s", ErrBadAddress, off, fmt.Sprintf(format, args...))
@@ -59,6 +84,7 @@ func badAddr(off int, format string, args ...any) error {
 type addrReader struct {
 	b   []byte
 	off int
+	v2  bool
 }
 
 func (r *addrReader) need(n int, what string) error {
@@ -106,55 +132,130 @@ func (r *addrReader) extended(first byte, mask byte, v2 bool, what string) (int,
 	return int(x), nil
 }
 
-// ValidateAddress checks that addr is a packed UCP worker address in the
-// layout UCX 1.13 writes (ucp_worker_get_address, address version v1 or
-// v2, non-unified mode) and reads (ucp_address_unpack), before it is handed
-// to ucp_ep_create: UCX 1.13 trusts the bytes and aborts the process, or
-// reads past the buffer, on many malformed ones. It is pure Go and never
-// reads outside addr.
+// addrInfo is what ValidateAddress learnt of an address on the way.
+type addrInfo struct {
+	v2      bool
+	release int  // the packer's UCX minor version; 0: not packed (before 1.16)
+	mdHigh  bool // a v1 md byte had bit 0x40 set (legacy flag, or an index >= 64 from 1.19 on)
+	ifaces  int
+}
+
+// ValidateAddress checks that addr is a packed UCP worker address in a
+// layout that UCX 1.13 to 1.22 write (ucp_worker_get_address, address
+// version v1 or v2, non-unified mode) and read (ucp_address_unpack), before
+// it is handed to ucp_ep_create: UCX trusts the bytes and aborts the
+// process (an assertion on the version, kept in release builds), or reads
+// past the buffer, on many malformed ones; it has no length-checked
+// unpack. It is pure Go and never reads outside addr.
 //
-// It accepts only what UCX 1.13 itself would produce for a worker address:
+// It accepts only what one of those releases would produce for a worker
+// address:
 //   - a header with a known version (v1: 1 byte, flags in the high nibble;
-//     v2: 2 bytes) and only the known flags (debug info, worker uuid,
-//     client id, AM only); v1 always carries the 8-byte worker uuid;
+//     v2: 2 bytes, the packer's release version in the first byte's high
+//     nibble since 1.16) and only the known flags (debug info, worker
+//     uuid, client id, AM only); v1 always carries the 8-byte worker uuid;
 //   - the optional client id (8 bytes) and worker name (length-prefixed);
 //   - at least one device, the last marked LAST, each with an md index
-//     below 64, no EMPTY flag, a canonical device-address length, an
-//     optional path count (>= 2) and system device (!= 255);
-//   - per device one or more interfaces, the last marked LAST, each with
-//     a 2-byte transport checksum, its attributes (v1: finite, non-negative
-//     floats and a positive bandwidth; v2: any) and a canonical
-//     iface-address length; no endpoint addresses (a worker address has
-//     none);
+//     below 64, a canonical device-address length, an optional path count
+//     (>= 2) and system device (!= 255); in v1 from 1.16 on, after them,
+//     the empty pseudo-device that carries the release version (its md
+//     byte 0x80 | version, its device byte LAST and nothing else), which
+//     is the only empty device a worker address has;
+//   - per real device one or more interfaces, the last marked LAST, each
+//     with a 2-byte transport checksum, its attributes (v1: finite,
+//     non-negative floats and a positive bandwidth; v2: any) and a
+//     canonical iface-address length; no endpoint addresses (a worker
+//     address has none);
 //   - at most 64 interfaces in all, nothing left over at the end, and at
 //     most MaxAddressLen bytes.
 //
-// A peer whose UCX runs in unified mode (UCX_UNIFIED_MODE=y) packs a
-// different layout, which is rejected. The transport-specific device and
-// iface address bytes are opaque here; the C side copies the address into
-// a zero-padded buffer so that a transport reading its fixed-size address
-// past a lying length stays inside memory it owns.
+// A layout it does not know gets an error that says which UCX release
+// packed the address when the address tells (a newer one than
+// KnownReleases, say). A peer whose UCX runs in unified mode
+// (UCX_UNIFIED_MODE=y) packs a different layout, which is rejected. The
+// transport-specific device and iface address bytes are opaque here; the C
+// side copies the address into a zero-padded buffer so that a transport
+// reading its fixed-size address past a lying length stays inside memory
+// it owns.
 //
 // Every error wraps ErrBadAddress.
 func ValidateAddress(addr []byte) error {
+	_, err := validateAddress(addr)
+	return err
+}
+
+// AddressRelease returns the UCX release ("1.18") that packed addr, as far
+// as the address says: releases from 1.16 on pack their minor version
+// modulo 16; older ones, and addresses ValidateAddress rejects, give "".
+func AddressRelease(addr []byte) string {
+	info, err := validateAddress(addr)
+	if err != nil || info.release == 0 {
+		return ""
+	}
+	return fmt.Sprintf("1.%d", info.release)
+}
+
+func validateAddress(addr []byte) (addrInfo, error) {
+	var info addrInfo
 	if len(addr) == 0 {
-		return fmt.Errorf("%w: empty", ErrBadAddress)
+		return info, fmt.Errorf("%w: empty", ErrBadAddress)
 	}
 	if len(addr) > MaxAddressLen {
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrBadAddress, len(addr), MaxAddressLen)
+		return info, fmt.Errorf("%w: %d bytes, more than %d", ErrBadAddress, len(addr), MaxAddressLen)
 	}
 	r := &addrReader{b: addr}
+	if err := readAddrHeader(r, &info); err != nil {
+		return info, err
+	}
+	first, err := r.byte("first device")
+	if err != nil {
+		return info, err
+	}
+	if first == addrNullResource {
+		return info, badAddr(r.off-1, "no transports in the address")
+	}
+	r.off--
+	for dev := 0; ; dev++ {
+		last, err := readAddrDevice(r, &info, dev)
+		if err != nil {
+			return info, laterRelease(info, err)
+		}
+		if last {
+			break
+		}
+	}
+	if r.off != len(addr) {
+		return info, laterRelease(info, badAddr(r.off, "%d bytes of trailing garbage", len(addr)-r.off))
+	}
+	if info.mdHigh && info.release > addrLegacyMDRelease {
+		// From 1.19 on bit 0x40 of a v1 md byte is part of the index,
+		// which would then be 64 or more.
+		return info, badAddr(0, "md index of 64 or more in a UCX 1.%d address", info.release)
+	}
+	return info, nil
+}
 
-	// Header: ucp_address_unpack_header.
+// laterRelease adds to err that the address comes from a UCX release newer
+// than the layouts known here, when it says so.
+func laterRelease(info addrInfo, err error) error {
+	if info.release > 22 {
+		return fmt.Errorf("%w (the address was packed by UCX 1.%d, newer than the UCX %s layouts this build knows)", err, info.release, KnownReleases)
+	}
+	return err
+}
+
+// readAddrHeader reads the header, ids and worker name
+// (ucp_address_unpack_header and what follows it).
+func readAddrHeader(r *addrReader, info *addrInfo) error {
 	h, _ := r.byte("header")
-	version := h & 0x0f
 	var flags byte
-	switch version {
+	switch h & 0x0f {
 	case addrVersionV1:
 		flags = h >> 4
 	case addrVersionV2:
-		if h>>4 != 0 {
-			return badAddr(0, "unknown bits 0x%02x in the v2 header byte", h&0xf0)
+		r.v2, info.v2 = true, true
+		if rel := h >> 4; rel != 0 {
+			info.release = releaseMinor(rel)
 		}
 		f, err := r.byte("v2 header flags")
 		if err != nil {
@@ -162,17 +263,15 @@ func ValidateAddress(addr []byte) error {
 		}
 		flags = f
 	default:
-		// UCX 1.13 aborts on this one (ucs_assertv_always on the version).
-		return badAddr(0, "unknown address version %d", version)
+		// UCX aborts on this one (ucs_assertv_always on the version).
+		return badAddr(0, "unknown address version %d (UCX %s pack 0 or 1; a newer UCX release?)", h&0x0f, KnownReleases)
 	}
 	if flags&^addrHdrKnown != 0 {
-		return badAddr(r.off-1, "unknown header flags 0x%02x", flags&^addrHdrKnown)
+		return laterRelease(*info, badAddr(r.off-1, "unknown header flags 0x%02x", flags&^addrHdrKnown))
 	}
-	v2 := version == addrVersionV2
-
 	// Worker uuid: v1 always has it (UCX unpacks it for v1 whatever the
 	// flag says), v2 only with the flag.
-	if !v2 || flags&addrHdrWorkerUUID != 0 {
+	if !r.v2 || flags&addrHdrWorkerUUID != 0 {
 		if _, err := r.skip(8, "worker uuid"); err != nil {
 			return err
 		}
@@ -191,119 +290,142 @@ func ValidateAddress(addr []byte) error {
 			return err
 		}
 	}
+	return nil
+}
 
-	first, err := r.byte("first device")
+// readAddrDevice reads device number dev and its interfaces; it reports
+// whether that was the last device.
+func readAddrDevice(r *addrReader, info *addrInfo, dev int) (bool, error) {
+	// md index and flags: ucp_address_unpack_md_info.
+	at := r.off
+	mdb, err := r.byte("md index")
+	if err != nil {
+		return false, err
+	}
+	if mdb&addrMDEmptyDev != 0 {
+		return true, readReleaseDevice(r, info, mdb, dev)
+	}
+	mdMask := byte(addrMDMaskV1)
+	if r.v2 {
+		mdMask = addrMDMaskV2
+	} else if mdb&0x40 != 0 {
+		info.mdHigh = true
+	}
+	md, err := r.extended(mdb, mdMask, r.v2, "md index")
+	if err != nil {
+		return false, err
+	}
+	if md >= addrMaxMDs {
+		return false, badAddr(at, "device %d: md index %d out of range", dev, md)
+	}
+
+	// device address length and flags.
+	db, err := r.byte("device address length")
+	if err != nil {
+		return false, err
+	}
+	devLen, err := r.extended(db, addrDeviceLenMask, r.v2, "device address length")
+	if err != nil {
+		return false, err
+	}
+	if db&addrFlagNumPaths != 0 {
+		at := r.off
+		n, err := r.byte("number of paths")
+		if err != nil {
+			return false, err
+		}
+		if n < 2 {
+			return false, badAddr(at, "device %d: %d paths", dev, n)
+		}
+	}
+	if db&addrFlagSysDevice != 0 {
+		at := r.off
+		s, err := r.byte("system device")
+		if err != nil {
+			return false, err
+		}
+		if s == 0xff {
+			return false, badAddr(at, "device %d: unknown system device packed", dev)
+		}
+	}
+	if _, err := r.skip(devLen, "device address"); err != nil {
+		return false, err
+	}
+	for {
+		last, err := readAddrIface(r, info)
+		if err != nil {
+			return false, err
+		}
+		if last {
+			return db&addrFlagLast != 0, nil
+		}
+	}
+}
+
+// readReleaseDevice checks the empty pseudo-device whose md byte mdb
+// (already read) carries the packer's release version: only in v1, only
+// after a real device, and then the last, with a bare LAST device byte.
+func readReleaseDevice(r *addrReader, info *addrInfo, mdb byte, dev int) error {
+	at := r.off - 1
+	switch {
+	case r.v2:
+		return badAddr(at, "device %d is marked empty (v2 addresses carry no release device)", dev)
+	case dev == 0:
+		return badAddr(at, "device 0 is marked empty: no transports in the address")
+	case mdb&addrReleaseReserved != 0:
+		info.release = releaseMinor(mdb & addrReleaseMask)
+		return laterRelease(*info, badAddr(at, "release device with reserved bits 0x%02x set", mdb&addrReleaseReserved))
+	}
+	info.release = releaseMinor(mdb & addrReleaseMask)
+	db, err := r.byte("release device flags")
 	if err != nil {
 		return err
 	}
-	if first == addrNullResource {
-		return badAddr(r.off-1, "no transports in the address")
-	}
-	r.off--
-
-	mdMask := byte(addrMDMaskV1)
-	attrLen := addrIfaceAttrV1
-	if v2 {
-		mdMask = addrMDMaskV2
-		attrLen = addrIfaceAttrV2
-	}
-	ifaces := 0
-	for dev := 0; ; dev++ {
-		// md index and flags: ucp_address_unpack_md_info.
-		at := r.off
-		mdb, err := r.byte("md index")
-		if err != nil {
-			return err
-		}
-		if mdb&addrMDEmptyDev != 0 {
-			return badAddr(at, "device %d is marked empty", dev)
-		}
-		md, err := r.extended(mdb, mdMask, v2, "md index")
-		if err != nil {
-			return err
-		}
-		if md >= addrMaxMDs {
-			return badAddr(at, "device %d: md index %d out of range", dev, md)
-		}
-
-		// device address length and flags.
-		db, err := r.byte("device address length")
-		if err != nil {
-			return err
-		}
-		lastDev := db&addrFlagLast != 0
-		devLen, err := r.extended(db, addrDeviceLenMask, v2, "device address length")
-		if err != nil {
-			return err
-		}
-		if db&addrFlagNumPaths != 0 {
-			at := r.off
-			n, err := r.byte("number of paths")
-			if err != nil {
-				return err
-			}
-			if n < 2 {
-				return badAddr(at, "device %d: %d paths", dev, n)
-			}
-		}
-		if db&addrFlagSysDevice != 0 {
-			at := r.off
-			s, err := r.byte("system device")
-			if err != nil {
-				return err
-			}
-			if s == 0xff {
-				return badAddr(at, "device %d: unknown system device packed", dev)
-			}
-		}
-		if _, err := r.skip(devLen, "device address"); err != nil {
-			return err
-		}
-
-		// Interfaces of this device.
-		for {
-			if ifaces >= addrMaxResources {
-				return badAddr(r.off, "more than %d transport entries", addrMaxResources)
-			}
-			ifaces++
-			if _, err := r.skip(2, "transport name checksum"); err != nil {
-				return err
-			}
-			at := r.off
-			attr, err := r.skip(attrLen, "interface attributes")
-			if err != nil {
-				return err
-			}
-			if err := checkIfaceAttr(attr, v2); err != nil {
-				return badAddr(at, "interface %d: %v", ifaces-1, err)
-			}
-			at = r.off
-			lb, err := r.byte("interface address length")
-			if err != nil {
-				return err
-			}
-			if lb&addrFlagHasEPAddr != 0 {
-				return badAddr(at, "interface %d carries endpoint addresses (not a worker address)", ifaces-1)
-			}
-			ifLen, err := r.extended(lb, addrIfaceLenMask, v2, "interface address length")
-			if err != nil {
-				return err
-			}
-			if _, err := r.skip(ifLen, "interface address"); err != nil {
-				return err
-			}
-			if lb&addrFlagLast != 0 {
-				break
-			}
-		}
-		if lastDev {
-			break
-		}
-	}
-	if r.off != len(addr) {
-		return badAddr(r.off, "%d bytes of trailing garbage", len(addr)-r.off)
+	if db != addrFlagLast {
+		return laterRelease(*info, badAddr(r.off-1, "release device byte 0x%02x, want 0x%02x (last, no address)", db, addrFlagLast))
 	}
 	return nil
+}
+
+// readAddrIface reads one interface entry; it reports whether it was the
+// device's last.
+func readAddrIface(r *addrReader, info *addrInfo) (bool, error) {
+	if info.ifaces >= addrMaxResources {
+		return false, badAddr(r.off, "more than %d transport entries", addrMaxResources)
+	}
+	info.ifaces++
+	n := info.ifaces - 1
+	if _, err := r.skip(2, "transport name checksum"); err != nil {
+		return false, err
+	}
+	attrLen := addrIfaceAttrV1
+	if r.v2 {
+		attrLen = addrIfaceAttrV2
+	}
+	at := r.off
+	attr, err := r.skip(attrLen, "interface attributes")
+	if err != nil {
+		return false, err
+	}
+	if err := checkIfaceAttr(attr, r.v2); err != nil {
+		return false, badAddr(at, "interface %d: %v", n, err)
+	}
+	at = r.off
+	lb, err := r.byte("interface address length")
+	if err != nil {
+		return false, err
+	}
+	if lb&addrFlagHasEPAddr != 0 {
+		return false, badAddr(at, "interface %d carries endpoint addresses (not a worker address)", n)
+	}
+	ifLen, err := r.extended(lb, addrIfaceLenMask, r.v2, "interface address length")
+	if err != nil {
+		return false, err
+	}
+	if _, err := r.skip(ifLen, "interface address"); err != nil {
+		return false, err
+	}
+	return lb&addrFlagLast != 0, nil
 }
 
 func checkIfaceAttr(a []byte, v2 bool) error {

@@ -11,11 +11,14 @@ import (
 )
 
 // realAddresses returns the packed worker addresses captured from real
-// UCX 1.13.1 workers into testdata/addr (tcp, sm, address v2, debug info;
-// regenerate with CUCX_UPDATE_TESTDATA=1 go test -run TestRealAddressesValidate).
+// workers of each UCX release into testdata/addr/RELEASE (tcp, sm, all
+// transports; address v1 and v2; debug info), keyed "RELEASE/NAME".
+// Capture them with CUCX_UPDATE_TESTDATA=1 go test -run
+// TestRealAddressesValidate, built against each release (make
+// golden-addresses UCX_VERSION=...).
 func realAddresses(t testing.TB) map[string][]byte {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "addr", "*.hex"))
+	files, err := filepath.Glob(filepath.Join("testdata", "addr", "*", "*.hex"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no captured addresses: %v", err)
 	}
@@ -29,7 +32,7 @@ func realAddresses(t testing.TB) map[string][]byte {
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		out[strings.TrimSuffix(filepath.Base(f), ".hex")] = a
+		out[filepath.Base(filepath.Dir(f))+"/"+strings.TrimSuffix(filepath.Base(f), ".hex")] = a
 	}
 	return out
 }
@@ -202,4 +205,87 @@ func FuzzValidateAddress(f *testing.F) {
 			t.Fatalf("both %x and its prefix are accepted", a)
 		}
 	})
+}
+
+// TestValidateAddressReleaseLayouts: the layouts UCX 1.16 and later pack
+// (openucx/ucx PR #9273): v1 addresses end with an empty pseudo-device
+// whose md byte carries the release version, v2 addresses carry it in the
+// header's high nibble; and UCX 1.19 dropped the legacy MD flags from v1
+// md bytes.
+func TestValidateAddressReleaseLayouts(t *testing.T) {
+	attr := []byte{0, 0, 0, 0, 0, 0, 0x80, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0} // bandwidth 1.0
+	// v1: header, uuid, one device (md byte, dev byte, 2-byte address),
+	// one iface (LAST, 2-byte address), then what tail appends.
+	v1 := func(md, dev byte, tail ...byte) []byte {
+		a := []byte{0x20, 1, 2, 3, 4, 5, 6, 7, 8, md, dev, 1, 2, 0xcf, 0x19}
+		a = append(a, attr...)
+		a = append(a, 0x82, 9, 9)
+		return append(a, tail...)
+	}
+	for _, c := range []struct {
+		nibble byte
+		want   string
+	}{{0x0, "1.16"}, {0x2, "1.18"}, {0x6, "1.22"}} {
+		a := v1(0x00, 0x02, addrMDEmptyDev|c.nibble, addrFlagLast)
+		if err := ValidateAddress(a); err != nil {
+			t.Errorf("v1 address with the %s release device rejected: %v", c.want, err)
+		}
+		if got := AddressRelease(a); got != c.want {
+			t.Errorf("AddressRelease = %q, want %q", got, c.want)
+		}
+	}
+	if got := AddressRelease(v1(0x00, 0x82)); got != "" {
+		t.Errorf("AddressRelease of a 1.13 address = %q, want none", got)
+	}
+	mustReject(t, "release device after a LAST device", v1(0x00, 0x82, 0x82, 0x80))
+	mustReject(t, "release device with an address", v1(0x00, 0x02, 0x82, 0x81, 7))
+	mustReject(t, "release device with paths", v1(0x00, 0x02, 0x82, 0xc0, 2))
+	mustReject(t, "release device not last", v1(0x00, 0x02, 0x82, 0x00))
+	mustReject(t, "release device, then garbage", v1(0x00, 0x02, 0x82, 0x80, 0))
+	mustReject(t, "release device truncated", v1(0x00, 0x02, 0x82))
+	mustReject(t, "only a release device", []byte{0x20, 1, 2, 3, 4, 5, 6, 7, 8, 0x82, 0x80})
+
+	// Reserved bits in the release device: a layout from after 1.22.
+	err := ValidateAddress(v1(0x00, 0x02, 0x80|0x10|0x7, addrFlagLast))
+	if err == nil || !strings.Contains(err.Error(), "UCX 1.23") {
+		t.Errorf("reserved release bits: %v, want an error naming UCX 1.23", err)
+	}
+	// Legacy MD flags: fine up to 1.18, an index >= 64 from 1.19 on.
+	if err := ValidateAddress(v1(0x60, 0x02, 0x82, 0x80)); err != nil {
+		t.Errorf("1.18 address with legacy MD flags rejected: %v", err)
+	}
+	mustReject(t, "1.19 md index 64", v1(0x40, 0x02, 0x83, 0x80))
+	if err := ValidateAddress(v1(0x20, 0x02, 0x83, 0x80)); err != nil {
+		t.Errorf("1.19 address with md index 32 rejected: %v", err)
+	}
+
+	// v2: the release in the header's high nibble.
+	v2 := func(h byte, md ...byte) []byte {
+		a := []byte{h, 0x02, 1, 2, 3, 4, 5, 6, 7, 8}
+		a = append(a, md...)
+		return append(a, 0x82, 1, 2, 0xcf, 0x19, 0x0c, 0x01, 0x5a, 0x01, 0x80, 0x00, 0x8b, 0x00, 0x82, 9, 9)
+	}
+	for nibble, want := range map[byte]string{0x0: "", 0x2: "1.18", 0x6: "1.22", 0xd: "1.13"} {
+		a := v2(nibble<<4|addrVersionV2, 0x05)
+		if err := ValidateAddress(a); err != nil {
+			t.Errorf("v2 address with release nibble %d rejected: %v", nibble, err)
+		}
+		if got := AddressRelease(a); got != want {
+			t.Errorf("v2 nibble %d: AddressRelease = %q, want %q", nibble, got, want)
+		}
+	}
+	withRelease := v2(0x21, 0x05)
+	withRelease[11] = 0x02 // the real device is no longer the last
+	mustReject(t, "v2 with a release device", append(withRelease, 0x82, 0x80))
+	if err := ValidateAddress(withRelease); err == nil {
+		t.Errorf("v2 without a LAST device accepted")
+	}
+	err = ValidateAddress(append(v2(0x71, 0x05), 0))
+	if err == nil || !strings.Contains(err.Error(), "UCX 1.23") {
+		t.Errorf("trailing bytes in a 1.23 v2 address: %v, want an error naming UCX 1.23", err)
+	}
+	err = ValidateAddress([]byte{0x02, 0})
+	if err == nil || !strings.Contains(err.Error(), KnownReleases) {
+		t.Errorf("address version 2: %v, want an error naming %s", err, KnownReleases)
+	}
 }

@@ -38,7 +38,10 @@ func tlsSettings() []Setting {
 }
 
 // TestRealAddressesValidate: addresses of real workers, with each transport
-// set and address format this UCX can produce, pass ValidateAddress.
+// set and address format this UCX can produce, pass ValidateAddress. With
+// CUCX_UPDATE_TESTDATA set it also stores them as golden addresses of the
+// UCX release in use (testdata/addr/RELEASE), which address_test.go checks
+// in every build.
 func TestRealAddressesValidate(t *testing.T) {
 	cases := map[string][]Setting{
 		"env":        nil,
@@ -47,10 +50,17 @@ func TestRealAddressesValidate(t *testing.T) {
 		"all":        {{"TLS", "all"}},
 		"tcp-v2":     {{"TLS", "tcp"}, {"ADDRESS_VERSION", "v2"}},
 		"sm-v2":      {{"TLS", "sm"}, {"ADDRESS_VERSION", "v2"}},
+		"all-v2":     {{"TLS", "all"}, {"ADDRESS_VERSION", "v2"}},
 		"sm-debug":   {{"TLS", "sm"}, {"ADDRESS_DEBUG_INFO", "y"}},
 		"all-v2-dbg": {{"TLS", "all"}, {"ADDRESS_VERSION", "v2"}, {"ADDRESS_DEBUG_INFO", "y"}},
 	}
 	update := os.Getenv("CUCX_UPDATE_TESTDATA") != ""
+	dir := filepath.Join("testdata", "addr", Version())
+	if update {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, s := range cases {
 		t.Run(name, func(t *testing.T) {
 			w := openWorker(t, append(tlsSettings(), s...)...)
@@ -58,14 +68,14 @@ func TestRealAddressesValidate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := ValidateAddress(a); err != nil {
-				t.Fatalf("real address (%d B) rejected: %v\n%s", len(a), err, hex.Dump(a))
-			}
-			if update && name != "env" && name != "all" {
-				p := filepath.Join("testdata", "addr", name+".hex")
+			if update && name != "env" {
+				p := filepath.Join(dir, name+".hex")
 				if err := os.WriteFile(p, []byte(hex.EncodeToString(a)+"\n"), 0o644); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if err := ValidateAddress(a); err != nil {
+				t.Fatalf("real address (%d B) rejected: %v\n%s", len(a), err, hex.Dump(a))
 			}
 		})
 	}

@@ -14,6 +14,7 @@ const (
 	maxHelloName       = 1024
 	maxHelloWorkerAddr = 8192
 	maxHelloSecret     = 64
+	maxHelloUCX        = 32
 )
 
 // ErrBadHello means a handshake payload is malformed or violates a limit.
@@ -32,6 +33,7 @@ const (
 	tlvMAC        = 8
 	tlvShmFrame   = 9
 	tlvTCPFrame   = 10
+	tlvUCX        = 11
 )
 
 // Hello is the handshake payload of KindConnect and KindAccept frames.
@@ -55,6 +57,10 @@ type Hello struct {
 	// process on a message its segment cannot hold.
 	ShmFrame uint32
 	TCPFrame uint32
+	// UCX, optional, is the release of the UCX library the sender runs
+	// (e.g. "1.13.1", ≤ 32 bytes), so that a peer that cannot work with it
+	// can say which two releases met.
+	UCX string
 }
 
 // check enforces the field rules shared by marshalling and unmarshalling.
@@ -78,6 +84,8 @@ func (h *Hello) check() error {
 		return fmt.Errorf("%w: nonce is %d bytes", ErrBadHello, len(h.Nonce))
 	case len(h.MAC) > maxHelloSecret:
 		return fmt.Errorf("%w: MAC is %d bytes", ErrBadHello, len(h.MAC))
+	case len(h.UCX) > maxHelloUCX:
+		return fmt.Errorf("%w: UCX release is %d bytes", ErrBadHello, len(h.UCX))
 	}
 	return nil
 }
@@ -90,7 +98,7 @@ func (h *Hello) MarshalBinary() ([]byte, error) {
 		return nil, err
 	}
 	n := 5*3 + 8 + 4*4
-	for _, v := range [][]byte{[]byte(h.Name), []byte(h.LocalName), h.WorkerAddr, h.Nonce, h.MAC} {
+	for _, v := range [][]byte{[]byte(h.Name), []byte(h.LocalName), h.WorkerAddr, h.Nonce, h.MAC, []byte(h.UCX)} {
 		if len(v) > 0 {
 			n += 3 + len(v)
 		}
@@ -106,6 +114,7 @@ func (h *Hello) MarshalBinary() ([]byte, error) {
 	b = appendTLV(b, tlvMAC, h.MAC)
 	b = appendTLV(b, tlvShmFrame, appendNonZero32(h.ShmFrame))
 	b = appendTLV(b, tlvTCPFrame, appendNonZero32(h.TCPFrame))
+	b = appendTLV(b, tlvUCX, []byte(h.UCX))
 	return b, nil
 }
 
@@ -148,7 +157,7 @@ func (h *Hello) UnmarshalBinary(b []byte) error {
 		}
 		v := b[3 : 3+n]
 		b = b[3+n:]
-		if typ < tlvConnID || typ > tlvTCPFrame {
+		if typ < tlvConnID || typ > tlvUCX {
 			continue // unknown: skip
 		}
 		if seen&(1<<typ) != 0 {
@@ -202,6 +211,8 @@ func (h *Hello) setField(typ byte, v []byte) error {
 		h.ShmFrame = binary.LittleEndian.Uint32(v)
 	case tlvTCPFrame:
 		h.TCPFrame = binary.LittleEndian.Uint32(v)
+	case tlvUCX:
+		h.UCX = string(v)
 	}
 	return nil
 }

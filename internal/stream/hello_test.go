@@ -21,6 +21,7 @@ func fullHello() Hello {
 		MAC:        []byte("mac"),
 		ShmFrame:   32 << 10,
 		TCPFrame:   1 << 20,
+		UCX:        "1.18.1",
 	}
 }
 
@@ -124,8 +125,8 @@ func TestHelloUnknownTLVSkipped(t *testing.T) {
 	b := bytes.Join([][]byte{
 		tlv(0, []byte("zero")),
 		minimal(),
-		tlv(11, []byte("future field")),
-		tlv(11, []byte("repeated unknown")),
+		tlv(200, []byte("future field")),
+		tlv(200, []byte("repeated unknown")),
 		{255, 0, 0}, // empty unknown
 		tlv(tlvName, []byte("svc")),
 	}, nil)
