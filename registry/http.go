@@ -137,6 +137,20 @@ func loadCAFile(file string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// withOwnerCheck makes the backend's own transport connect only to a
+// server whose socket belongs to this user (see ownerCheckedDial), and
+// never through a proxy: for the default token, read from tokenFile.
+func withOwnerCheck(tokenFile string) HTTPOption {
+	return func(h *HTTP) {
+		if h.ownHTTP == nil {
+			h.optErr = errors.Join(h.optErr, fmt.Errorf("registry: the default token needs the backend's own HTTP client"))
+			return
+		}
+		h.ownHTTP.Proxy = nil
+		h.ownHTTP.DialContext = ownerCheckedDial(h.ownHTTP.DialContext, tokenFile)
+	}
+}
+
 // WithRequestTimeout bounds each request (default 5 s); the caller's
 // context may end it sooner.
 func WithRequestTimeout(d time.Duration) HTTPOption {
@@ -213,9 +227,12 @@ func openHTTP(spec string) (Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: bad URL %q: %w", spec, err)
 	}
-	tok, err := clientToken(u.Host)
+	tok, fromFile, err := clientToken(u.Host)
 	if err != nil {
 		return nil, err
+	}
+	if fromFile != "" {
+		opts = append(opts, withOwnerCheck(fromFile))
 	}
 	return NewHTTP(spec, tok, opts...)
 }
@@ -291,6 +308,9 @@ func (h *HTTP) doResp(ctx context.Context, method, path string, in, out any) (ht
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
+		}
+		if errors.Is(err, ErrForeignRegistry) {
+			return nil, fmt.Errorf("registry %s: %s %s: %w", h.base, method, path, err)
 		}
 		// The cause is kept as text only: a refused TCP connection to the
 		// registry must not look like ECONNREFUSED from a ucxnet listener.

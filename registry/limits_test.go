@@ -301,18 +301,21 @@ func TestHTTPClientFindsToken(t *testing.T) {
 	require.NoError(t, r.Register(context.Background(), testEntry("found", "")))
 
 	// Not sent to a registry elsewhere.
-	got, err := clientToken("192.0.2.1:7070")
+	got, from, err := clientToken("192.0.2.1:7070")
 	require.NoError(t, err)
 	require.Empty(t, got)
-	got, err = clientToken("[::1]:7070")
+	require.Empty(t, from)
+	got, from, err = clientToken("[::1]:7070")
 	require.NoError(t, err)
 	require.Equal(t, tok, got)
+	require.Equal(t, def, from)
 
 	// The environment wins; a token file open to others is an error.
 	t.Setenv(EnvRegistryToken, "from-env")
-	got, err = clientToken("127.0.0.1:1")
+	got, from, err = clientToken("127.0.0.1:1")
 	require.NoError(t, err)
 	require.Equal(t, "from-env", got)
+	require.Empty(t, from)
 	t.Setenv(EnvRegistryToken, "")
 	loose := filepath.Join(t.TempDir(), "tok")
 	require.NoError(t, os.WriteFile(loose, []byte("x"), 0o644))

@@ -135,30 +135,35 @@ func EnsureTokenFile(path string) (token string, created bool, err error) {
 // clientToken returns the token the HTTP backend sends to the registry at
 // host (host:port of the URL): $UCXNET_REGISTRY_TOKEN; else the file named
 // by $UCXNET_REGISTRY_TOKEN_FILE; else, for a registry on a loopback
-// address only, the [DefaultTokenFile] if it exists; else none.
-func clientToken(host string) (string, error) {
+// address only, the [DefaultTokenFile] if it exists; else none. fromFile
+// is the default token file's path when the token came from it: that
+// token may then only go to a server of this user (ownerCheckedDial).
+func clientToken(host string) (tok, fromFile string, err error) {
 	if t := strings.TrimSpace(os.Getenv(EnvRegistryToken)); t != "" {
-		return t, nil
+		return t, "", nil
 	}
 	if f := os.Getenv(EnvRegistryTokenFile); f != "" {
 		tok, err := ReadTokenFile(f)
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", EnvRegistryTokenFile, err)
+			return "", "", fmt.Errorf("%s: %w", EnvRegistryTokenFile, err)
 		}
-		return tok, nil
+		return tok, "", nil
 	}
 	if !loopbackHost(host) {
-		return "", nil
+		return "", "", nil
 	}
 	f, err := DefaultTokenFile()
 	if err != nil {
-		return "", nil
+		return "", "", nil
 	}
-	tok, err := ReadTokenFile(f)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
+	tok, err = ReadTokenFile(f)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", "", nil
+	case err != nil:
+		return "", "", err
 	}
-	return tok, err
+	return tok, f, nil
 }
 
 // loopbackHost reports whether hostport names this host: "localhost" or a
