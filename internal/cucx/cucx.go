@@ -130,10 +130,15 @@ func (w *Worker) Address() ([]byte, error) {
 // Connect creates an endpoint to the worker whose packed address is addr,
 // with peer error handling: its failure is reported as an EventEPError.
 // addr is checked with ValidateAddress first (UCX 1.13 aborts the process
-// on many malformed addresses): a bad one gives an error wrapping
-// ErrBadAddress and never reaches UCX.
+// on many malformed addresses), then with CheckTransports (an interface
+// that lies about its transport crashes UCX in ucp_ep_create): a bad one
+// gives an error wrapping ErrBadAddress or ErrBadTransport and never
+// reaches UCX.
 func (w *Worker) Connect(addr []byte) (EP, error) {
 	if err := ValidateAddress(addr); err != nil {
+		return EP{}, err
+	}
+	if err := CheckTransports(addr); err != nil {
 		return EP{}, err
 	}
 	return w.connectUnchecked(addr)
