@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -216,4 +218,56 @@ func TestAttackRuntimeDir(t *testing.T) {
 	roundTrip(t, r)
 	_, err = os.Lstat(filepath.Join(xdg, "ucxnet"))
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestAttackSwapDirUnderParent: another user owns the parent of the
+// victim's registry directory. After the victim's NewDir has checked the
+// directory, that user renames it away and puts a directory of theirs,
+// with a planted entry, in its place. The victim must go on using the
+// directory it checked: it does not resolve or list the planted entry,
+// and its own entries land in its own directory, not in the attacker's.
+func TestAttackSwapDirUnderParent(t *testing.T) {
+	a := newAttacker(t)
+	tmp := sharedTmp(t)
+	victimEnv(t)
+	parent := filepath.Join(tmp, "attacker-parent")
+	a.must(t, fmt.Sprintf("mkdir -m 0755 %q", parent))
+	regPath := filepath.Join(parent, "reg")
+	d, err := NewDir(regPath)
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, d.Register(ctx, testEntry("before", "svc")))
+
+	planted := Entry{Name: "svc-a", Service: "svc", Address: []byte("attacker"), PID: 1, Host: "elsewhere"}
+	data, err := json.Marshal(planted)
+	require.NoError(t, err)
+	moved := filepath.Join(parent, "moved")
+	a.must(t, fmt.Sprintf("mv %q %q && mkdir -m 0777 %q && printf '%%s' '%s' > %q",
+		regPath, moved, regPath, data, filepath.Join(regPath, entryFileName("svc-a"))))
+
+	_, err = d.Resolve(ctx, "svc-a")
+	require.ErrorIs(t, err, ErrNotFound, "the victim resolved the attacker's planted entry")
+	got, err := d.Instances(ctx, "svc")
+	require.NoError(t, err)
+	require.Len(t, got, 1, "the victim listed the attacker's planted entry: %+v", got)
+	require.Equal(t, "before", got[0].Name)
+	require.NoError(t, d.Register(ctx, testEntry("after", "svc")))
+
+	out, err := a.run(fmt.Sprintf("ls -A %q", regPath))
+	require.NoError(t, err, out)
+	require.Equal(t, entryFileName("svc-a"), strings.TrimSpace(out), "the victim wrote into the attacker's directory")
+	des, err := os.ReadDir(moved)
+	require.NoError(t, err)
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	require.Subset(t, names, []string{entryFileName("before"), entryFileName("after")})
+	require.NoError(t, d.Unregister(ctx, "after"))
+	_, err = os.Lstat(filepath.Join(moved, entryFileName("after")))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	// A new NewDir on the path sees the attacker's directory and refuses.
+	_, err = NewDir(regPath)
+	require.ErrorIs(t, err, ErrUnsafeDir)
 }

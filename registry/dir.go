@@ -47,8 +47,14 @@ const (
 // /proc/PID/stat (the pid was reused). Entries from other hosts are assumed
 // live. Stale entries are replaced by Register and removed by Resolve and
 // Instances.
+//
+// A Dir holds its directory open from NewDir on, and every file operation
+// is relative to that descriptor, never to the path: a directory renamed
+// or replaced afterwards (by whoever may write its parent) is not
+// followed, and the Dir keeps using the directory it checked.
 type Dir struct {
 	path string
+	dir  *os.File // the directory checkDir judged; nil only in tests of judge
 	host string
 	pid  int
 }
@@ -74,10 +80,11 @@ func NewDir(path string) (*Dir, error) {
 	if err := makeDir(abs); err != nil {
 		return nil, err
 	}
-	if err := checkDir(abs); err != nil {
+	dir, err := openCheckedDir(abs)
+	if err != nil {
 		return nil, err
 	}
-	return &Dir{path: abs, host: hostname(), pid: os.Getpid()}, nil
+	return &Dir{path: abs, dir: dir, host: hostname(), pid: os.Getpid()}, nil
 }
 
 // makeDir creates path with mode 0700 if nothing is there (not even a
@@ -113,12 +120,13 @@ func makeDir(path string) error {
 // dirAdvice is appended to ErrUnsafeDir errors: the ways out.
 const dirAdvice = "; use a directory of your own with mode 0700, e.g. " + EnvRegistry + "=dir:/path"
 
-// checkDir verifies that path is a directory safe to keep entries in: not
-// a symbolic link, owned by the effective user, not writable by group or
-// others; it sets mode 0700 if group or others have other bits. It
-// opens path with O_NOFOLLOW|O_DIRECTORY and inspects what it opened, so a
-// link is never followed.
-func checkDir(path string) error {
+// openCheckedDir verifies that path is a directory safe to keep entries
+// in: not a symbolic link, owned by the effective user, not writable by
+// group or others; it sets mode 0700 if group or others have other bits.
+// It opens path with O_NOFOLLOW|O_DIRECTORY, inspects what it opened, so
+// a link is never followed, and returns that open directory, for the
+// caller to work in.
+func openCheckedDir(path string) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		lfi, lerr := os.Lstat(path)
@@ -129,13 +137,22 @@ func checkDir(path string) error {
 			if st, ok := lfi.Sys().(*syscall.Stat_t); ok {
 				owner = fmt.Sprintf(" owned by uid %d", st.Uid)
 			}
-			return fmt.Errorf("%w: %s is a symbolic link%s (to %q); the registry directory must be a real directory, links are not followed%s", ErrUnsafeDir, path, owner, target, dirAdvice)
+			return nil, fmt.Errorf("%w: %s is a symbolic link%s (to %q); the registry directory must be a real directory, links are not followed%s", ErrUnsafeDir, path, owner, target, dirAdvice)
 		case lerr == nil && !lfi.IsDir():
-			return fmt.Errorf("%w: %s is not a directory (mode %s)%s", ErrUnsafeDir, path, lfi.Mode(), dirAdvice)
+			return nil, fmt.Errorf("%w: %s is not a directory (mode %s)%s", ErrUnsafeDir, path, lfi.Mode(), dirAdvice)
 		}
-		return fmt.Errorf("registry: opening directory %s: %w", path, err)
+		return nil, fmt.Errorf("registry: opening directory %s: %w", path, err)
 	}
-	defer unix.Close(fd)
+	dir := os.NewFile(uintptr(fd), path)
+	if err := judgeDir(fd, path); err != nil {
+		dir.Close()
+		return nil, err
+	}
+	return dir, nil
+}
+
+// judgeDir is openCheckedDir's verdict on the directory open as fd.
+func judgeDir(fd int, path string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("registry: stat %s: %w", path, err)
@@ -163,9 +180,20 @@ func checkDir(path string) error {
 	return nil
 }
 
-// Close releases what d holds: nothing, as a Dir keeps no descriptor or
-// goroutine between calls. It returns nil and exists so that every
-// built-in backend is an [io.Closer]; d stays usable.
+// checkDir is openCheckedDir for a caller that does not keep the
+// directory open.
+func checkDir(path string) error {
+	dir, err := openCheckedDir(path)
+	if err != nil {
+		return err
+	}
+	return dir.Close()
+}
+
+// Close does nothing and returns nil: it exists so that every built-in
+// backend is an [io.Closer], and d stays usable. A Dir holds one
+// descriptor, of its directory, released when the Dir is garbage
+// collected, and no goroutine.
 func (d *Dir) Close() error { return nil }
 
 // Path returns the directory d keeps its entries in.
@@ -221,7 +249,7 @@ type loaded struct {
 // failures that say nothing about the file's contents (e.g. EMFILE), so that
 // a good entry is never removed because of them.
 func (d *Dir) load(base string) (loaded, error) {
-	f, err := os.OpenFile(filepath.Join(d.path, base), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	f, err := d.openAt(base, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return loaded{v: missing}, nil
@@ -319,7 +347,7 @@ func parseStatStartTime(data []byte) (uint64, error) {
 // lock takes the cross-process lock on d, polling so that ctx can cancel
 // the wait. The returned function releases it.
 func (d *Dir) lock(ctx context.Context) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(d.path, lockName), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	f, err := d.openAt(lockName, unix.O_RDWR|unix.O_CREAT, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("registry: opening lock: %w", err)
 	}
@@ -380,11 +408,10 @@ func (d *Dir) Register(ctx context.Context, e Entry) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
+	defer d.removeAt(tmp)
 
 	base := entryFileName(e.Name)
-	final := filepath.Join(d.path, base)
-	err = os.Link(tmp, final)
+	err = d.linkAt(tmp, base)
 	if err == nil {
 		return nil
 	}
@@ -392,8 +419,8 @@ func (d *Dir) Register(ctx context.Context, e Entry) error {
 		// No hard links here (some file systems); the lock still makes
 		// check-then-rename safe against cooperating processes.
 		// Otherwise (the name exists) go on as after a failed link.
-		if _, serr := os.Lstat(final); errors.Is(serr, fs.ErrNotExist) {
-			if rerr := os.Rename(tmp, final); rerr != nil {
+		if serr := d.lstatAt(base); errors.Is(serr, fs.ErrNotExist) {
+			if rerr := d.renameAt(tmp, base); rerr != nil {
 				return fmt.Errorf("registry: publishing %q: %w", e.Name, rerr)
 			}
 			return nil
@@ -408,26 +435,10 @@ func (d *Dir) Register(ctx context.Context, e Entry) error {
 	}
 	// Stale, corrupt, or removed meanwhile by a process ignoring the lock:
 	// replace atomically.
-	if err := os.Rename(tmp, final); err != nil {
+	if err := d.renameAt(tmp, base); err != nil {
 		return fmt.Errorf("registry: publishing %q: %w", e.Name, err)
 	}
 	return nil
-}
-
-// writeTemp writes data to a new temporary file of mode 0600 in d and
-// returns its path.
-func (d *Dir) writeTemp(data []byte) (string, error) {
-	f, err := os.CreateTemp(d.path, tmpPattern)
-	if err != nil {
-		return "", fmt.Errorf("registry: %w", err)
-	}
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("registry: writing %s: %w", f.Name(), err)
-	}
-	return f.Name(), nil
 }
 
 // Unregister removes the entry named name if this process published it
@@ -456,7 +467,7 @@ func (d *Dir) Unregister(ctx context.Context, name string) error {
 	if l.entry.PID != d.pid || l.entry.Host != d.host {
 		return nil
 	}
-	if err := os.Remove(filepath.Join(d.path, base)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := d.removeAt(base); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("registry: unregistering %q: %w", name, err)
 	}
 	return nil
@@ -513,7 +524,7 @@ func (d *Dir) removeBadLocked(base string) (loaded, error) {
 		return l, err
 	}
 	if l.v == corrupt || l.v == stale {
-		if err := os.Remove(filepath.Join(d.path, base)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := d.removeAt(base); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return l, fmt.Errorf("registry: removing %s entry %s: %w", verdictName(l.v), base, err)
 		}
 	}
@@ -540,7 +551,7 @@ func (d *Dir) Instances(ctx context.Context, service string) ([]Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	des, err := os.ReadDir(d.path)
+	des, err := d.readDir()
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}

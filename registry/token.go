@@ -108,13 +108,16 @@ func EnsureTokenFile(path string) (token string, created bool, err error) {
 	if err := makeDir(dir); err != nil {
 		return "", false, err
 	}
-	if err := checkDir(dir); err != nil {
+	d, err := openCheckedDir(dir)
+	if err != nil {
 		return "", false, fmt.Errorf("token directory: %w", err)
 	}
+	defer d.Close()
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	tok = hex.EncodeToString(b[:])
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	// Created in the directory just checked, whatever its path names now.
+	fd, err := unix.Openat(int(d.Fd()), filepath.Base(path), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if errors.Is(err, unix.EEXIST) {
 		// Another process made it meanwhile: use its token.
 		tok, err := ReadTokenFile(path)
@@ -126,7 +129,7 @@ func EnsureTokenFile(path string) (token string, created bool, err error) {
 	f := os.NewFile(uintptr(fd), path)
 	_, werr := f.WriteString(tok + "\n")
 	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
-		os.Remove(path)
+		_ = unix.Unlinkat(int(d.Fd()), filepath.Base(path), 0)
 		return "", false, fmt.Errorf("registry: writing token file %s: %w", path, err)
 	}
 	return tok, true, nil
