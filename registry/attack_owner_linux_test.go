@@ -4,43 +4,16 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-// envFakeRegistry makes the test binary a fake registry server listening
-// on its value (see TestMain).
-const envFakeRegistry = "UCXNET_TEST_FAKE_REGISTRY"
-
-// runFakeRegistry is the attacker's registry: it listens on addr, prints
-// "port N", then for every request prints "auth " and the Authorization
-// header it carried, and answers with an entry of its own for any name.
-// It returns when stdin closes.
-func runFakeRegistry(addr string) int {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		fmt.Println("listen:", err)
-		return 1
-	}
-	fmt.Printf("port %d\n", ln.Addr().(*net.TCPAddr).Port)
-	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Printf("auth %s\n", r.Header.Get("Authorization"))
-		name := strings.TrimPrefix(r.URL.Path, "/v1/entries/")
-		writeJSON(w, http.StatusOK, Entry{Name: name, Address: []byte("attacker")})
-	}))
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	return 0
-}
 
 // startFakeRegistry runs the test binary as a as the fake registry on
 // addr and returns its port and its output lines.
