@@ -53,8 +53,11 @@ type Conn struct {
 	wwait  int
 	wcond  chan struct{}
 	closed bool // Close called
-	dErr   error
-	linger time.Duration // SetLinger: < 0 the transport's Linger, 0 reset on Close
+	// finWait: Close sent its FIN (or found the conn finished) and left the
+	// conn in the table for the peer's FIN; the receive side removes it.
+	finWait bool
+	dErr    error
+	linger  time.Duration // SetLinger: < 0 the transport's Linger, 0 reset on Close
 
 	closedCh      chan struct{} // closed by Close
 	failedCh      chan struct{} // closed when the conn fails or is reset (failLocked)
@@ -358,9 +361,14 @@ func (c *Conn) Close() error {
 		_ = c.t.flushWithin(c.peer, linger)
 	}
 	c.mu.Lock()
+	// The peer's FIN may have come at any point since closed was set: the
+	// receive side only notes it (rEOF) until finWait says our FIN went, so
+	// that both ends closing at once still exchange both FINs.
 	finished := c.rEOF || c.state != stateOpen
 	if finished {
 		c.state = stateDone
+	} else {
+		c.finWait = true
 	}
 	c.mu.Unlock()
 	if finished {

@@ -135,12 +135,19 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 			return
 		}
 		c.mu.Lock()
-		inOrder := h.Seq == c.reasm.Next()
-		if inOrder {
-			c.state = stateDone
+		done := false
+		if c.state == stateOpen && h.Seq == c.reasm.Next() {
+			// The peer's final FIN. If Close has not sent ours yet (both
+			// ends closing at once), Close finishes the conn after sending
+			// it; removing the conn here would leave the peer waiting for
+			// a FIN that never comes.
+			c.rEOF = true
+			if done = c.finWait; done {
+				c.state = stateDone
+			}
 		}
 		c.mu.Unlock()
-		if inOrder {
+		if done {
 			c.t.removeConn(c)
 		}
 		// A FIN ahead of data still in flight: that data will be answered
