@@ -77,7 +77,11 @@ func (t *Transport) connFor(h stream.Header, ev *engine.Event, now int64) *Conn 
 			return nil
 		}
 	}
-	if p := c.peer; p != nil && p.lastRecv.Load() != now {
+	// A sign of life of the conn's peer only if it came from that peer's
+	// own endpoint: a conn bound to another endpoint (a CONNECT that
+	// claimed the peer's address, a dial's ACCEPT that came from
+	// elsewhere) must not keep a silent peer alive.
+	if p := c.peer; p != nil && p.lastRecv.Load() != now && t.isPeerFrom(p, ev.From) {
 		p.lastRecv.Store(now) // once per batch, not per frame
 	}
 	return c
@@ -131,6 +135,9 @@ func (t *Transport) handleFrame(ev *engine.Event, now int64) {
 	if c == nil {
 		return
 	}
+	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply == 0 && c.peer != nil && !c.peer.allowPong(now) {
+		return // over the peer's PING budget: not answered
+	}
 	switch h.Kind {
 	case stream.KindAccept, stream.KindRefuse:
 		c.handleHandshake(h, ev.Data, ev.From)
@@ -178,9 +185,19 @@ func (t *Transport) strayFrame(h stream.Header, ev *engine.Event, now int64) {
 		return
 	}
 	p.lastRecv.Store(now)
-	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply == 0 && h.Aux != 0 {
+	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply == 0 && h.Aux != 0 && p.allowPong(now) {
 		_ = t.sendCtl(p, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: h.Aux, Aux: h.Aux})
 	}
+}
+
+// isPeerFrom reports whether from is the endpoint p's own frames come
+// from (learnt from its conns' handshakes). Before that is known (a dial
+// waiting for its ACCEPT, an accepted conn waiting for its dialer's
+// proof) nothing counts as p's.
+func (t *Transport) isPeerFrom(p *peer, from uintptr) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return from != 0 && p.from == from
 }
 
 // handleEPError fails every conn on a failed endpoint and closes it.

@@ -103,11 +103,11 @@ func TestMemPSKUnprovenDialerKeepsPeerFrom(t *testing.T) {
 	b, err := hello.MarshalBinary()
 	require.NoError(t, err)
 	h := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
-	unknown := p.client.Stats().UnknownConn
+	refused := p.server.Stats().Refused
 	p.srvEng.Inject(attacker, h[:], b)
-	// The server answers the claimed worker (the client), which knows no
-	// conn 4242.
-	waitStat(t, p.client, "answers to the forged CONNECT", func(st Stats) uint64 { return st.UnknownConn }, unknown+1)
+	// The server refuses it: it names a peer whose frames come from
+	// another endpoint (errClaimedAddr).
+	waitStat(t, p.server, "the forged CONNECT refused", func(st Stats) uint64 { return st.Refused }, refused+1)
 	now, _, _ := from()
 	require.Equal(t, real, now, "an unauthenticated CONNECT replaced the peer's From")
 	p.server.mu.RLock()

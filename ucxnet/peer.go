@@ -49,6 +49,13 @@ type peer struct {
 	// Transport.mu): the dialing side probes first (see sweepOnce).
 	dialed int
 
+	// pongs is the PING answer budget (a token bucket, see allowPong),
+	// pongAt when it was last refilled (UnixNano); pingsDropped counts the
+	// PINGs that found it empty. Engine goroutine only.
+	pongs        float64
+	pongAt       int64
+	pingsDropped atomic.Uint64
+
 	// unflushed counts payload bytes UCX did not send at once (it keeps
 	// copies of them) since the last flush that bounded what UCX may hold
 	// for this peer (Conn.drainPeer).
@@ -116,6 +123,35 @@ func onlyTransports(tl []string, names ...string) bool {
 	return true
 }
 
+// PING answers per peer: at most pongBurst at once and pongRate a second
+// after that. An honest peer probes once per keepalive sweep (at most
+// every engine.TickEvery, per peer, not per conn); a peer that sends more
+// is flooding, and answering each PING 1:1 let it take the engine (and
+// the wire) from every other conn.
+const (
+	pongRate  = 20
+	pongBurst = 20
+)
+
+// allowPong takes one PING answer from p's budget at now (UnixNano), and
+// reports whether there was one; a PING without is dropped and counted.
+// Engine goroutine.
+func (p *peer) allowPong(now int64) bool {
+	if p.pongAt == 0 {
+		p.pongs, p.pongAt = pongBurst, now
+	}
+	if d := now - p.pongAt; d > 0 {
+		p.pongs = min(pongBurst, p.pongs+float64(d)*pongRate/float64(time.Second))
+		p.pongAt = now
+	}
+	if p.pongs < 1 {
+		p.pingsDropped.Add(1)
+		return false
+	}
+	p.pongs--
+	return true
+}
+
 // errPeerGone reports a send on an endpoint that was closed.
 var errPeerGone = withDetail(ErrReset, "endpoint to the peer is closed")
 
@@ -159,6 +195,10 @@ func (t *Transport) closeEP(p *peer, force bool) {
 // errTooManyPeers means a CONNECT would need one more endpoint without
 // conns than maxIdlePeers allows.
 var errTooManyPeers = errors.New("ucxnet: too many endpoints without conns")
+
+// errClaimedAddr means a CONNECT named the worker address of a peer whose
+// frames come from another endpoint than the CONNECT's.
+var errClaimedAddr = errors.New("ucxnet: CONNECT from another endpoint than the named worker's")
 
 // peerFor returns the peer for a packed worker address, creating its
 // endpoint on first use: for a dial (dial = true), or to answer a CONNECT,
@@ -213,6 +253,14 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool) error {
 	p, err := t.peerForLocked(addr, dial)
 	if err != nil {
 		return err
+	}
+	if !dial && p.from != 0 && c.from != p.from {
+		// A CONNECT that names the worker address of a peer whose frames
+		// come from another endpoint: a claim (the address is public, in
+		// the registry), not that peer. Binding it would make the claimer
+		// stand for the peer: keep it alive with junk, or take its From
+		// so that the real peer's answers no longer count.
+		return errClaimedAddr
 	}
 	c.peer = p
 	c.dialed = dial
