@@ -35,7 +35,9 @@ Half-close is passed through: when one side's reading hits EOF, the proxy
 shuts down writing on the other side (CloseWrite), and closes both once
 both directions are finished. An error on one side resets the other (TCP
 and ucx alike, with SetLinger(0)), so a backend's reset reaches the client
-as a reset, not as a clean end of stream. On SIGINT or SIGTERM the proxy stops accepting, lets open
+as a reset, not as a clean end of stream. A conn that moves no byte either
+way for --idle-timeout is reset on both sides, so idle clients cannot hold
+the --max-conns slots for ever. On SIGINT or SIGTERM the proxy stops accepting, lets open
 conns finish for up to --grace, closes what is left and exits 0.`,
 	Setup: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 		listen := fs.String("listen", "", "`side` to accept conns on: tcp:HOST:PORT or ucx:NAME")
@@ -44,6 +46,7 @@ conns finish for up to --grace, closes what is left and exits 0.`,
 		grace := fs.Duration("grace", 2*time.Second, "on SIGINT/SIGTERM, let open conns finish for up to `time`")
 		quiet := fs.Bool("quiet", false, "no per-conn messages on stderr")
 		maxConns := fs.Int("max-conns", 1024, "bound on concurrent proxied conns; conns accepted beyond it are closed at once, counted and logged (0: no bound)")
+		idle := fs.Duration("idle-timeout", 5*time.Minute, "reset a conn after `time` without a byte read from either side (0: never)")
 		netDevices := fs.String("net-devices", "", netDevicesUsage)
 		return func(ctx context.Context, sio *stdio, args []string) error {
 			if len(args) != 0 {
@@ -63,8 +66,11 @@ conns finish for up to --grace, closes what is left and exits 0.`,
 			if *maxConns < 0 {
 				return usagef("--max-conns %d: want 0 (no bound) or more", *maxConns)
 			}
+			if *idle < 0 {
+				return usagef("--idle-timeout %v: want 0 (never) or more", *idle)
+			}
 			p := &proxy{from: ln, to: dst, dialTimeout: *dialTimeout, grace: *grace, quiet: *quiet, sio: sio,
-				maxConns: *maxConns, netDevices: *netDevices}
+				maxConns: *maxConns, idleTimeout: *idle, netDevices: *netDevices}
 			return p.run(ctx)
 		}
 	},
@@ -106,8 +112,9 @@ type proxy struct {
 	grace       time.Duration
 	quiet       bool
 	sio         *stdio
-	maxConns    int    // 0: no bound
-	netDevices  string // UCX NET_DEVICES; "" leaves UCX's choice
+	maxConns    int           // 0: no bound
+	idleTimeout time.Duration // 0: none
+	netDevices  string        // UCX NET_DEVICES; "" leaves UCX's choice
 
 	active      atomic.Int64  // conns being handled
 	refused     atomic.Uint64 // conns closed at once for --max-conns
@@ -276,6 +283,60 @@ type pair struct {
 	a, b      net.Conn
 	abortOnce sync.Once
 	aborted   atomic.Bool
+	idle      atomic.Bool  // aborted for --idle-timeout
+	lastRead  atomic.Int64 // UnixNano of the last read that got bytes, either side
+}
+
+// watchIdle aborts pr once no byte has been read from either side for
+// timeout, checking when the timeout would run out. The returned function
+// stops the watch.
+func (pr *pair) watchIdle(timeout time.Duration) (stop func()) {
+	if timeout <= 0 {
+		return func() {}
+	}
+	pr.lastRead.Store(time.Now().UnixNano())
+	var (
+		mu      sync.Mutex
+		tm      *time.Timer
+		stopped bool
+	)
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		left := timeout - time.Since(time.Unix(0, pr.lastRead.Load()))
+		if left > 0 {
+			tm.Reset(left)
+			return
+		}
+		pr.idle.Store(true)
+		pr.abort()
+	}
+	mu.Lock()
+	tm = time.AfterFunc(timeout, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		tm.Stop()
+		mu.Unlock()
+	}
+}
+
+// activityReader records in pr when a read got bytes.
+type activityReader struct {
+	r  io.Reader
+	pr *pair
+}
+
+func (ar activityReader) Read(b []byte) (int, error) {
+	n, err := ar.r.Read(b)
+	if n > 0 {
+		ar.pr.lastRead.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 // abort closes both sides at once, resetting TCP sides, so that the
@@ -320,7 +381,9 @@ func (p *proxy) handle(ctx context.Context, a net.Conn) {
 	}
 	p.mu.Unlock()
 
+	stopIdle := pr.watchIdle(p.idleTimeout)
 	up, down, err := pr.run()
+	stopIdle()
 
 	p.mu.Lock()
 	delete(p.conns, pr)
@@ -349,7 +412,9 @@ func (pr *pair) run() (up, down int64, err error) {
 	if err == nil {
 		err = rd.err
 	}
-	if err == nil && pr.aborted.Load() {
+	if pr.idle.Load() {
+		err = errors.New("idle for --idle-timeout, reset by the proxy")
+	} else if err == nil && pr.aborted.Load() {
 		err = errors.New("closed by the proxy")
 	}
 	if err == nil {
@@ -367,7 +432,7 @@ func (pr *pair) pipe(dst, src net.Conn) (int64, error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	// Hide ReadFrom/WriteTo so that every direction uses our buffer.
-	n, err := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
+	n, err := io.CopyBuffer(struct{ io.Writer }{dst}, activityReader{src, pr}, *bp)
 	if err == nil {
 		err = closeWrite(dst)
 	}

@@ -389,3 +389,77 @@ func tcpBackend(t *testing.T, serve func(c net.Conn)) string {
 	}()
 	return ln.Addr().String()
 }
+
+// TestProxyIdleTimeout: idle clients take every --max-conns slot. With
+// --idle-timeout they are reset once idle that long, and a new client is
+// served; a conn that keeps talking is not touched.
+func TestProxyIdleTimeout(t *testing.T) {
+	backend := tcpBackend(t, func(c net.Conn) { io.Copy(c, c); c.Close() }) // echo
+	p := startProxy(t, t.TempDir(), "tcp:127.0.0.1:0", "tcp:"+backend,
+		"--max-conns", "2", "--idle-timeout", "2s")
+	echo := func(c net.Conn, msg string) error {
+		if _, err := io.WriteString(c, msg); err != nil {
+			return err
+		}
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return err
+		}
+		if string(buf) != msg {
+			return fmt.Errorf("echo %q, want %q", buf, msg)
+		}
+		return nil
+	}
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		return c
+	}
+	// One idle client and one busy one hold both slots.
+	idle, busy := dial(), dial()
+	if err := echo(idle, "hi\n"); err != nil {
+		t.Fatalf("idle client: %v", err)
+	}
+	stopBusy := make(chan struct{})
+	busyErr := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stopBusy:
+				busyErr <- nil
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if err := echo(busy, fmt.Sprintf("ping %d\n", i)); err != nil {
+				busyErr <- err
+				return
+			}
+		}
+	}()
+	// The idle one is reset (not left open, not timed out by the client).
+	n, err := idle.Read(make([]byte, 1))
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("idle conn not closed by --idle-timeout 2s: read %d, %v\nstderr:\n%s", n, err, p.stderr.String())
+	}
+	// Its slot is free: a new client is served.
+	fresh := dial()
+	if err := echo(fresh, "new\n"); err != nil {
+		t.Fatalf("new client after the idle one was reset: %v\nstderr:\n%s", err, p.stderr.String())
+	}
+	close(stopBusy)
+	if err := <-busyErr; err != nil {
+		t.Fatalf("a busy conn was disturbed: %v\nstderr:\n%s", err, p.stderr.String())
+	}
+	if s := p.stderr.String(); !strings.Contains(s, "idle for --idle-timeout") {
+		t.Errorf("the proxy did not log the idle reset:\n%s", s)
+	}
+	r := runBin(t, t.TempDir(), nil, 10*time.Second, "proxy", "--listen", "tcp:127.0.0.1:0", "--to", "tcp:"+backend, "--idle-timeout", "-1s")
+	if r.code != 2 || !strings.Contains(r.stderr, "--idle-timeout") {
+		t.Errorf("--idle-timeout -1s: exit %d (want 2)\n%s", r.code, r.stderr)
+	}
+}
