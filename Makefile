@@ -7,7 +7,7 @@ TEST_TIMEOUT ?= 600s
 # Module folders: the core module and the nested ones that exist.
 MODULES   := . $(patsubst %/go.mod,%,$(wildcard compat/*/go.mod))
 
-.PHONY: all deps build vet check-builds test test-tcp test-sm fuzz-short run bench fuzz clean
+.PHONY: all deps build vet check-builds test test-tcp test-sm fuzz-short run bench fuzz clean test-ucx golden-addresses
 
 all: build
 
@@ -70,6 +70,40 @@ test-tcp: deps
 test-sm: deps
 	@for m in $(MODULES); do echo "== UCX_TLS=sm $$m"; \
 		(cd $$m && UCX_TLS=sm $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
+
+## test-ucx: build UCX $(UCX_VERSION) from the sources in $(UCX_SRC_DIR)
+## (once, into a cache; about 10 minutes; installs autoconf, automake and
+## libtool if missing), then run the cucx, progress, ucxnet and compat tests
+## against it under UCX_TLS=tcp and UCX_TLS=sm (`make test-ucx
+## UCX_VERSION=1.18.1`). CGO_CFLAGS/CGO_LDFLAGS name the release too: Go's
+## build cache does not see pkg-config's output change, and would reuse
+## objects compiled against another release's headers.
+UCX_SRC_DIR ?= ../shared/ucx
+UCX_VERSION ?=
+UCX_TEST_PKGS ?= ./internal/cucx/ ./internal/progress/ ./ucxnet/
+UCX_TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT)
+define with-ucx
+	@test -n "$(UCX_VERSION)" || { echo "usage: make $@ UCX_VERSION=VERSION (one of: $$(ls $(UCX_SRC_DIR) | sed -n 's/^ucx-\(.*\)\.tar\.gz$$/\1/p' | tr '\n' ' '))"; exit 2; }
+	@command -v autoreconf >/dev/null && command -v libtoolize >/dev/null || { \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q autoconf automake libtool; }
+	@prefix=$$($(UCX_SRC_DIR)/build.sh $(UCX_VERSION)) || exit 1; \
+	export PKG_CONFIG_PATH=$$prefix/lib/pkgconfig LD_LIBRARY_PATH=$$prefix/lib PATH=$$prefix/bin:$$PATH \
+		CGO_CFLAGS="-O2 -g -I$$prefix/include" CGO_LDFLAGS="-L$$prefix/lib"; \
+	echo "UCX $(UCX_VERSION) from $$prefix"; $(1)
+endef
+
+test-ucx: deps
+	$(call with-ucx,for tls in tcp sm; do \
+		echo "== UCX $(UCX_VERSION) UCX_TLS=$$tls"; \
+		UCX_TLS=$$tls $(GO) test $(UCX_TEST_FLAGS) $(UCX_TEST_PKGS) || exit 1; \
+		for m in $(filter-out .,$(MODULES)); do (cd $$m && UCX_TLS=$$tls $(GO) test $(UCX_TEST_FLAGS) ./...) || exit 1; done; \
+	done)
+
+## golden-addresses: store real worker addresses packed by UCX
+## $(UCX_VERSION) in internal/cucx/testdata/addr/$(UCX_VERSION)
+## (TestRealAddressesValidate with CUCX_UPDATE_TESTDATA set).
+golden-addresses: deps
+	$(call with-ucx,CUCX_UPDATE_TESTDATA=1 $(GO) test -count=1 -run TestRealAddressesValidate ./internal/cucx/)
 
 ## run: build the CLI and run its demo (HTTP over ucxnet between two processes).
 run: build

@@ -118,7 +118,7 @@ func (lc *ListenConfig) listen(ctx context.Context, network, name string) (*List
 	pid, start, host := registry.CurrentProcess()
 	e := registry.Entry{
 		Name: name, Service: lc.Service, Address: t.eng.Address(),
-		PID: pid, StartTime: start, Host: host, Meta: lc.Meta,
+		PID: pid, StartTime: start, Host: host, Meta: withUCXRelease(lc.Meta),
 	}
 	if err := t.reg.Register(ctx, e); err != nil {
 		t.mu.Lock()
@@ -249,3 +249,23 @@ func (l *Listener) Close() error {
 
 // Addr returns the listener's name.
 func (l *Listener) Addr() net.Addr { return l.addr }
+
+// MetaUCXRelease is the registry meta key under which a listener publishes
+// the UCX release it runs (e.g. "1.18.1"), so that a dial that fails can
+// say which two releases met. It replaces a value the application set.
+const MetaUCXRelease = "ucx"
+
+// withUCXRelease returns meta with MetaUCXRelease added (a copy; meta is
+// the application's).
+func withUCXRelease(meta map[string]string) map[string]string {
+	v := UCX().Version
+	if v == "" {
+		return meta
+	}
+	out := make(map[string]string, len(meta)+1)
+	for k, x := range meta {
+		out[k] = x
+	}
+	out[MetaUCXRelease] = v
+	return out
+}

@@ -11,7 +11,6 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/ucxnet"
 )
 
@@ -26,7 +25,7 @@ func runBench(ctx context.Context, sio *stdio, o benchOptions) error {
 func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 	t0 := time.Now()
 	rep := &benchReport{
-		UCXVersion: progress.Version(),
+		UCXVersion: ucxnet.UCX().Version,
 		UCXTLS:     os.Getenv("UCX_TLS"),
 		Duration:   o.duration.String(),
 		Transports: o.transports,

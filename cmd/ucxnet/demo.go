@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/registry"
 	"github.com/ucxnet/ucxnet/ucxnet"
 )
@@ -66,7 +65,7 @@ func runDemo(ctx context.Context, sio *stdio, o demoOptions) (err error) {
 	w := sio.Out
 	t0 := time.Now()
 	fmt.Fprintf(w, "ucxnet demo: HTTP/1.1 over UCX active messages between two processes\n")
-	fmt.Fprintf(w, "UCX version %s\n", progress.Version())
+	printUCXLibrary(w)
 	if tls, ok := os.LookupEnv("UCX_TLS"); ok {
 		fmt.Fprintf(w, "UCX_TLS=%s\n", tls)
 	} else {

@@ -10,11 +10,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/registry"
 	"github.com/ucxnet/ucxnet/ucxnet"
 )
@@ -48,7 +48,7 @@ and prints which UCX transports carry the conn, then closes the conn.`,
 
 func runInfo(ctx context.Context, sio *stdio, args []string, timeout time.Duration, netDevices string) error {
 	w := sio.Out
-	fmt.Fprintf(w, "UCX version %s\n", progress.Version())
+	printUCXLibrary(w)
 
 	fmt.Fprintf(w, "\nTransports and devices (ucx_info -d):\n")
 	if tls, err := ucxInfoDevices(ctx); err != nil {
@@ -194,10 +194,41 @@ type ucxTransport struct {
 	devices []string
 }
 
+// printUCXLibrary prints the UCX release loaded, where from, the one ucxnet
+// was built against, and a warning when they differ in a way that matters.
+func printUCXLibrary(w io.Writer) {
+	l := ucxnet.UCX()
+	if l.Version == "" {
+		fmt.Fprintf(w, "UCX: none in this build (no cgo, or not Linux)\n")
+		return
+	}
+	fmt.Fprintf(w, "UCX version %s (built against %s", l.Version, l.BuiltFor)
+	if l.Path != "" {
+		fmt.Fprintf(w, "; loaded from %s", l.Path)
+	}
+	fmt.Fprintf(w, ")\n")
+	if warn := l.Warning(); warn != "" {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+}
+
+// ucxInfoPath returns the ucx_info of the UCX release loaded (PREFIX/bin
+// beside PREFIX/lib/libucp.so), else the one in PATH: another release's
+// ucx_info crashes on the loaded libraries.
+func ucxInfoPath() (string, error) {
+	if lib := ucxnet.UCX().Path; lib != "" {
+		p := filepath.Join(filepath.Dir(lib), "..", "bin", "ucx_info")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return filepath.Clean(p), nil
+		}
+	}
+	return exec.LookPath("ucx_info")
+}
+
 // ucxInfoDevices runs "ucx_info -d" and pairs its "Transport:" and
 // "Device:" lines, in the order ucx_info reports them.
 func ucxInfoDevices(ctx context.Context) ([]ucxTransport, error) {
-	path, err := exec.LookPath("ucx_info")
+	path, err := ucxInfoPath()
 	if err != nil {
 		return nil, errors.New("ucx_info not found in PATH (install ucx-utils to list devices)")
 	}

@@ -137,7 +137,7 @@ type addrInfo struct {
 	v2      bool
 	release int  // the packer's UCX minor version; 0: not packed (before 1.16)
 	mdHigh  bool // a v1 md byte had bit 0x40 set (legacy flag, or an index >= 64 from 1.19 on)
-	ifaces  int
+	entries []TransportEntry
 }
 
 // ValidateAddress checks that addr is a packed UCP worker address in a
@@ -352,7 +352,7 @@ func readAddrDevice(r *addrReader, info *addrInfo, dev int) (bool, error) {
 		return false, err
 	}
 	for {
-		last, err := readAddrIface(r, info)
+		last, err := readAddrIface(r, info, devLen)
 		if err != nil {
 			return false, err
 		}
@@ -387,15 +387,15 @@ func readReleaseDevice(r *addrReader, info *addrInfo, mdb byte, dev int) error {
 	return nil
 }
 
-// readAddrIface reads one interface entry; it reports whether it was the
-// device's last.
-func readAddrIface(r *addrReader, info *addrInfo) (bool, error) {
-	if info.ifaces >= addrMaxResources {
+// readAddrIface reads one interface entry of a device whose address is
+// devLen bytes long; it reports whether it was the device's last.
+func readAddrIface(r *addrReader, info *addrInfo, devLen int) (bool, error) {
+	n := len(info.entries)
+	if n >= addrMaxResources {
 		return false, badAddr(r.off, "more than %d transport entries", addrMaxResources)
 	}
-	info.ifaces++
-	n := info.ifaces - 1
-	if _, err := r.skip(2, "transport name checksum"); err != nil {
+	cs, err := r.skip(2, "transport name checksum")
+	if err != nil {
 		return false, err
 	}
 	attrLen := addrIfaceAttrV1
@@ -425,6 +425,8 @@ func readAddrIface(r *addrReader, info *addrInfo) (bool, error) {
 	if _, err := r.skip(ifLen, "interface address"); err != nil {
 		return false, err
 	}
+	csum := binary.LittleEndian.Uint16(cs)
+	info.entries = append(info.entries, TransportEntry{Csum: csum, Name: transportByCsum[csum], DevLen: devLen, IfaceLen: ifLen})
 	return lb&addrFlagLast != 0, nil
 }
 

@@ -100,3 +100,9 @@ func (w *Worker) Stats() Stats { return Stats{} }
 
 // TrimPool does nothing.
 func (w *Worker) TrimPool() {}
+
+// BuildRelease returns "" in a build without UCX.
+func BuildRelease() string { return "" }
+
+// LibraryPath returns "" in a build without UCX.
+func LibraryPath() string { return "" }

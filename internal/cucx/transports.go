@@ -136,123 +136,12 @@ func CheckTransports(addr []byte) error {
 }
 
 // AddressTransports lists the interface entries of a packed worker
-// address (UCX 1.13 to 1.22 layouts: v1, with or without the release
-// pseudo-device, and v2). It never reads outside addr; an address it
-// cannot walk is an error wrapping ErrBadAddress. It walks the layout on
-// its own (ValidateAddress judges it): only the lengths matter here.
+// address, in order, as ValidateAddress reads it; an address it rejects is
+// an error wrapping ErrBadAddress.
 func AddressTransports(addr []byte) ([]TransportEntry, error) {
-	r := &tlReader{b: addr}
-	h := r.byte()
-	version, flags := h&0x0f, h>>4
-	switch version {
-	case 0: // v1
-	case 1: // v2: the upper nibble holds the release version since UCX 1.16
-		r.v2 = true
-		flags = r.byte()
-	default:
-		return nil, badTL(0, "unknown address version %d", version)
+	info, err := validateAddress(addr)
+	if err != nil {
+		return nil, err
 	}
-	if !r.v2 || flags&tlHdrUUID != 0 {
-		r.skip(8)
-	}
-	if flags&tlHdrClientID != 0 {
-		r.skip(8)
-	}
-	if flags&tlHdrDebug != 0 {
-		r.skip(int(r.byte()))
-	}
-	if r.err == nil && r.off < len(addr) && addr[r.off] == 0xff { // UCP_NULL_RESOURCE: no devices
-		return nil, nil
-	}
-	var out []TransportEntry
-	for r.err == nil {
-		mdb := r.byte()
-		if r.v2 && mdb&0x7f == 0x7f {
-			r.byte() // extended md index
-		}
-		db := r.byte()
-		devLen := r.ext(db, 0x1f)
-		if db&0x40 != 0 { // number of paths
-			r.byte()
-		}
-		if db&0x20 != 0 { // system device
-			r.byte()
-		}
-		r.skip(devLen)
-		for last := mdb&0x80 != 0; !last && r.err == nil; { // 0x80: an empty (pseudo-)device
-			if len(out) >= 64 {
-				return nil, badTL(r.off, "more than 64 transport entries")
-			}
-			cs := r.skip(2)
-			r.skip(tlAttrLen(r.v2))
-			lb := r.byte()
-			if lb&0x40 != 0 {
-				return nil, badTL(r.off-1, "endpoint addresses in a worker address")
-			}
-			ifLen := r.ext(lb, 0x3f)
-			r.skip(ifLen)
-			if r.err == nil {
-				csum := uint16(cs[0]) | uint16(cs[1])<<8
-				out = append(out, TransportEntry{Csum: csum, Name: transportByCsum[csum], DevLen: devLen, IfaceLen: ifLen})
-			}
-			last = lb&0x80 != 0
-		}
-		if db&0x80 != 0 && r.err == nil {
-			return out, nil
-		}
-	}
-	return nil, r.err
-}
-
-// Header flags of a packed address (UCP_ADDRESS_HEADER_FLAG_*).
-const (
-	tlHdrDebug    = 1 << 0
-	tlHdrUUID     = 1 << 1
-	tlHdrClientID = 1 << 2
-)
-
-// tlAttrLen is the size of an interface's packed attributes.
-func tlAttrLen(v2 bool) int {
-	if v2 {
-		return 8
-	}
-	return 16
-}
-
-func badTL(off int, format string, args ...any) error {
-	return fmt.Errorf("%w: at byte %d: %s", ErrBadAddress, off, fmt.Sprintf(format, args...))
-}
-
-// tlReader walks a packed address; the first read past its end sets err,
-// and every read after that returns zeros.
-type tlReader struct {
-	b   []byte
-	off int
-	v2  bool
-	err error
-}
-
-func (r *tlReader) skip(n int) []byte {
-	if r.err != nil {
-		return make([]byte, max(n, 0))
-	}
-	if n < 0 || len(r.b)-r.off < n {
-		r.err = badTL(r.off, "truncated: %d bytes wanted, %d left", n, len(r.b)-r.off)
-		return make([]byte, max(n, 0))
-	}
-	p := r.b[r.off : r.off+n]
-	r.off += n
-	return p
-}
-
-func (r *tlReader) byte() byte { return r.skip(1)[0] }
-
-// ext reads a length packed in the low bits of first; in v2 a value equal
-// to mask continues in the next byte.
-func (r *tlReader) ext(first, mask byte) int {
-	v := first & mask
-	if r.v2 && v == mask {
-		return int(r.byte())
-	}
-	return int(v)
+	return info.entries, nil
 }

@@ -1,0 +1,16 @@
+package progress
+
+import "github.com/ucxnet/ucxnet/internal/cucx"
+
+// BuildRelease returns the UCX release ("1.13") whose headers the binding
+// was compiled against ("" in a build without UCX).
+func BuildRelease() string { return cucx.BuildRelease() }
+
+// LibraryPath returns the file the UCP library was loaded from ("" if
+// unknown or in a build without UCX).
+func LibraryPath() string { return cucx.LibraryPath() }
+
+// AddressRelease returns the UCX release ("1.18") that packed a worker
+// address, as far as the address says (releases from 1.16 on); "" if it
+// does not say or is not an address this build can take.
+func AddressRelease(addr []byte) string { return cucx.AddressRelease(addr) }

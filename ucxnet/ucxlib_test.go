@@ -1,0 +1,55 @@
+package ucxnet
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/ucxnet/ucxnet/registry"
+)
+
+func TestUCXLibraryWarning(t *testing.T) {
+	for _, c := range []struct {
+		loaded, built string
+		warn          string // a word the warning must hold; "" for none
+	}{
+		{"1.13.1", "1.13", ""},
+		{"1.18.1", "1.13", ""}, // newer than the headers: fine
+		{"1.13.1", "1.18", "older"},
+		{"2.0.0", "1.18", "major"},
+		{"", "1.13", ""},
+		{"garbage", "1.13", ""},
+	} {
+		got := UCXLibrary{Version: c.loaded, BuiltFor: c.built}.Warning()
+		if c.warn == "" {
+			require.Empty(t, got, "%s loaded, built for %s", c.loaded, c.built)
+			continue
+		}
+		require.Contains(t, got, c.warn, "%s loaded, built for %s", c.loaded, c.built)
+		require.Contains(t, got, c.loaded)
+	}
+}
+
+// TestListenerPublishesUCXRelease: a listener's registry entry names the
+// UCX release it runs, without touching the application's Meta map; a dial
+// that fails against another release names both.
+func TestListenerPublishesUCXRelease(t *testing.T) {
+	reg := registry.NewMemory()
+	tr, err := NewTransport(Config{Registry: reg})
+	require.NoError(t, err)
+	defer tr.Close()
+	meta := map[string]string{"app": "x"}
+	ln, err := (&ListenConfig{Transport: tr, Meta: meta}).Listen(t.Context(), Network, "")
+	require.NoError(t, err)
+	defer ln.Close()
+	e, err := reg.Resolve(t.Context(), ln.Addr().String())
+	require.NoError(t, err)
+	require.Equal(t, UCX().Version, e.Meta[MetaUCXRelease])
+	require.Equal(t, "x", e.Meta["app"])
+	require.Equal(t, map[string]string{"app": "x"}, meta, "the application's map was changed")
+
+	require.Empty(t, releasePair(e), "same release")
+	e.Meta[MetaUCXRelease] = "1.99.0"
+	got := releasePair(e)
+	require.True(t, strings.Contains(got, "1.99.0") && strings.Contains(got, UCX().Version), got)
+}
