@@ -2,6 +2,10 @@ package ucxnet
 
 import (
 	"context"
+	"crypto/ecdh"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -13,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ucxnet/ucxnet/internal/stream"
+	"github.com/ucxnet/ucxnet/registry"
 )
 
 func pskListener(t testing.TB, p *pair, key []byte) *Listener {
@@ -95,7 +100,8 @@ func TestPSKReplay(t *testing.T) {
 	raw := newRawPeer(t, p.server)
 
 	// First handshake, done right by the raw peer with the key.
-	nd := newNonce()
+	a := newDialAuth(key, name)
+	nd := a.nd
 	handshake := func(id uint64) (lid uint64, nl []byte) {
 		hello := stream.Hello{ConnID: id, EagerMax: 1 << 20, Window: 1 << 20, Name: name, WorkerAddr: raw.eng.Address(), Nonce: nd}
 		b, err := hello.MarshalBinary()
@@ -124,7 +130,10 @@ func TestPSKReplay(t *testing.T) {
 		}
 	}
 	lid, nl := handshake(7)
-	proof := stream.Hello{ConnID: 7, EagerMax: 1 << 20, Window: 1 << 20, MAC: authMAC(key, roleDialer, nd, nl, 7, lid, name)}
+	a.nl = nl
+	mac, err := a.proof(roleDialer, 7, lid)
+	require.NoError(t, err)
+	proof := stream.Hello{ConnID: 7, EagerMax: 1 << 20, Window: 1 << 20, MAC: mac}
 	b, _ := proof.MarshalBinary()
 	raw.sendFrame(t, stream.Header{Kind: stream.KindAuth, ConnID: lid}, b)
 	waitFor(stream.KindAuth, 7)
@@ -234,4 +243,183 @@ func TestPSKUnprovenDialsDoNotStarve(t *testing.T) {
 	c, err := d.Dial(Network, ln.Addr().String())
 	require.NoError(t, err, "a dialer with the key was kept out by unproven dials")
 	c.Close()
+}
+
+// capturedProof is what an impostor listener learns from one dial.
+type capturedProof struct {
+	nd, nl   []byte           // the dialer's and the impostor's challenges
+	did, lid uint64           // the conn ids
+	mac      []byte           // the dialer's proof (nil if it sent none)
+	y        *ecdh.PrivateKey // the impostor's CPace scalar
+}
+
+// impostorDial dials name with key; raw, found under name in the
+// registry, answers as an impostor listener: its ACCEPT carries the
+// challenge accept returns, and it keeps the dialer's AUTH and refuses it.
+func impostorDial(t *testing.T, p *pair, raw *rawPeer, name string, key []byte, accept func(nd []byte) (nl []byte, y *ecdh.PrivateKey)) (capturedProof, error) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		d := Dialer{Transport: p.client, PSK: key, Timeout: 10 * time.Second}
+		c, err := d.Dial(Network, name)
+		if c != nil {
+			c.Close()
+		}
+		errc <- err
+	}()
+	cp := capturedProof{lid: 4242}
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case f := <-raw.frames:
+			var hello stream.Hello
+			switch {
+			case f.h.Kind == stream.KindConnect:
+				require.NoError(t, hello.UnmarshalBinary(f.data))
+				cp.nd, cp.did = hello.Nonce, hello.ConnID
+				cp.nl, cp.y = accept(cp.nd)
+				reply := stream.Hello{ConnID: cp.lid, EagerMax: 1 << 20, Window: 1 << 20, Name: name, LocalName: name, Nonce: cp.nl}
+				b, err := reply.MarshalBinary()
+				require.NoError(t, err)
+				raw.sendFrame(t, stream.Header{Kind: stream.KindAccept, ConnID: cp.did}, b)
+			case f.h.Kind == stream.KindAuth && f.h.ConnID == cp.lid:
+				require.NoError(t, hello.UnmarshalBinary(f.data))
+				cp.mac = hello.MAC
+				raw.sendFrame(t, stream.Header{Kind: stream.KindRefuse, ConnID: cp.did, Aux: uint64(stream.RefuseAuth)}, nil)
+			}
+		case err := <-errc:
+			return cp, err
+		case <-timeout:
+			t.Fatal("the dial did not end")
+		}
+	}
+}
+
+// legacyDialerMAC is the dialer's proof of version 2 of the keyed
+// handshake: HMAC keyed with a key derived from the PSK alone, over values
+// an impostor listener knows.
+func legacyDialerMAC(psk, nd, nl []byte, did, lid uint64, name string) []byte {
+	kd := hmac.New(sha256.New, psk)
+	kd.Write([]byte("ucxnet/2 key dial"))
+	m := hmac.New(sha256.New, kd.Sum(nil))
+	m.Write([]byte("ucxnet/2 dial\x00"))
+	for _, b := range [][]byte{nd, nl} {
+		m.Write(binary.LittleEndian.AppendUint16(nil, uint16(len(b))))
+		m.Write(b)
+	}
+	m.Write(binary.LittleEndian.AppendUint64(nil, did))
+	m.Write(binary.LittleEndian.AppendUint64(nil, lid))
+	m.Write([]byte(name))
+	return m.Sum(nil)
+}
+
+// Finding 6 of hostile-peer round 2: an impostor listener without the key
+// (a registry entry under the dialed name is enough) kept the dialer's
+// proof and tested 137,000 guesses of the key per second offline. Now the
+// proof is keyed by a CPace session key: replayed against candidate keys,
+// the true one included, it verifies none. The impostor's one guess is the
+// share it sent, tested once per dial it answers.
+func TestPSKDialerNoOracle(t *testing.T) {
+	reg := registry.NewMemory()
+	p := newPair(t, Config{Registry: reg})
+	key := []byte("correct horse battery staple")
+	const name = "impostor"
+	raw := newRawPeer(t, p.client)
+	require.NoError(t, reg.Register(t.Context(), registry.Entry{Name: name, Address: raw.eng.Address()}))
+	guessing := func(guess []byte) func(nd []byte) ([]byte, *ecdh.PrivateKey) {
+		return func(nd []byte) ([]byte, *ecdh.PrivateKey) {
+			a := newListenAuth(guess, name, nd, nil)
+			return a.nl, a.y
+		}
+	}
+	wrong := []byte("Tr0ub4dor&3, not the key")
+	cp, err := impostorDial(t, p, raw, name, key, guessing(wrong))
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	require.NotEmpty(t, cp.mac, "the dialer sent no proof to the impostor")
+
+	for _, c := range [][]byte{wrong, []byte("correct horse battery stapler"), []byte("sixteen byte key"), key} {
+		require.False(t, hmac.Equal(cp.mac, legacyDialerMAC(c, cp.nd, cp.nl, cp.did, cp.lid, name)),
+			"the proof verifies key %q offline (version 2 derivation)", c)
+		// The most the impostor can compute: the listener's side with the
+		// candidate key and its own scalar.
+		off := &authState{psk: c, name: name, nd: cp.nd, nl: cp.nl, listen: true, y: cp.y}
+		require.False(t, off.verify(roleDialer, cp.mac, cp.did, cp.lid), "the proof verifies key %q offline", c)
+	}
+
+	// The online guess: an impostor whose share was made from the right
+	// key checks the proof (and so the verifier above is no straw man).
+	cp, err = impostorDial(t, p, raw, name, key, guessing(key))
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	off := &authState{psk: key, name: name, nd: cp.nd, nl: cp.nl, listen: true, y: cp.y}
+	require.True(t, off.verify(roleDialer, cp.mac, cp.did, cp.lid))
+}
+
+// Peers of the earlier keyed handshake (a 32-byte nonce, no CPace share)
+// fail closed both ways, and a listener's low-order share gets no proof.
+func TestPSKOldPeers(t *testing.T) {
+	reg := registry.NewMemory()
+	p := newPair(t, Config{Registry: reg})
+	key := []byte("correct horse battery staple")
+
+	// An earlier dialer's CONNECT: REFUSE(auth).
+	ln := pskListener(t, p, key)
+	raw := newRawPeer(t, p.server)
+	hello := stream.Hello{ConnID: 31, EagerMax: 1 << 20, Window: 1 << 20, Name: ln.Addr().String(),
+		WorkerAddr: raw.eng.Address(), Nonce: newNonce()[:32]}
+	b, err := hello.MarshalBinary()
+	require.NoError(t, err)
+	raw.sendFrame(t, stream.Header{Kind: stream.KindConnect}, b)
+	timeout := time.After(10 * time.Second)
+	for answered := false; !answered; {
+		select {
+		case f := <-raw.frames:
+			if f.h.ConnID == 31 {
+				require.Equal(t, stream.KindRefuse, f.h.Kind)
+				require.Equal(t, uint64(stream.RefuseAuth), f.h.Aux)
+				answered = true
+			}
+		case <-timeout:
+			t.Fatal("no answer to an earlier dialer's CONNECT")
+		}
+	}
+
+	// A listener's ACCEPT with an earlier challenge, or a low-order share:
+	// the dial fails at once and no proof is sent.
+	const name = "old"
+	imp := newRawPeer(t, p.client)
+	require.NoError(t, reg.Register(t.Context(), registry.Entry{Name: name, Address: imp.eng.Address()}))
+	for what, nl := range map[string][]byte{"32-byte nonce": newNonce()[:32], "low-order share": make([]byte, nonceLen)} {
+		cp, err := impostorDial(t, p, imp, name, key, func([]byte) ([]byte, *ecdh.PrivateKey) { return nl, nil })
+		require.ErrorIs(t, err, syscall.ECONNREFUSED, what)
+		require.ErrorContains(t, err, "bad authentication challenge", what)
+		require.Nil(t, cp.mac, "%s: the dialer sent a proof", what)
+	}
+}
+
+// Finding 10 of hostile-peer round 2: a key file owned by another user
+// (even mode 0600) was used; its owner knows and can change the key. It is
+// refused now, as are files that are not regular (a FIFO no longer blocks).
+func TestPSKKeyFileOwner(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "psk")
+	require.NoError(t, os.WriteFile(path, []byte("a key of more than sixteen bytes\n"), 0o600))
+	t.Setenv(EnvPSKFile, path)
+	_, err := resolvePSK(nil)
+	require.NoError(t, err, "a key file of this user")
+
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	t.Setenv(EnvPSKFile, fifo)
+	_, err = resolvePSK(nil)
+	require.ErrorContains(t, err, "not a regular file")
+
+	if os.Geteuid() != 0 {
+		t.Skip("giving the file to another user needs root")
+	}
+	t.Setenv(EnvPSKFile, path)
+	require.NoError(t, os.Chown(path, 12345, 12345))
+	_, err = resolvePSK(nil)
+	require.ErrorContains(t, err, "owned by uid 12345")
+	require.NoError(t, os.Chown(path, 0, 0))
+	_, err = resolvePSK(nil)
+	require.NoError(t, err, "a key file of root")
 }

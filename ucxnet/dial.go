@@ -103,10 +103,7 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	if d.KeepAlive != 0 {
 		c.keepAlive = d.KeepAlive
 	}
-	c.auth = &authState{psk: psk, name: e.Name}
-	if psk != nil {
-		c.auth.nd = newNonce()
-	}
+	c.auth = newDialAuth(psk, e.Name)
 	if err := t.attach(e.Address, c, true); err != nil {
 		if err == ErrTransportClosed {
 			return nil, opErr(err)

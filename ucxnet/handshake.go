@@ -1,7 +1,6 @@
 package ucxnet
 
 import (
-	"crypto/hmac"
 	"fmt"
 	"net"
 	"time"
@@ -20,9 +19,9 @@ import (
 //
 // With a key (see auth.go for why the order is what it is):
 //
-//	dialer   → CONNECT  Hello{..., Nonce: Nd}
-//	listener → ACCEPT   Hello{..., Nonce: Nl}              (no proof yet)
-//	dialer   → AUTH     Hello{MAC: HMAC(kd, Nd, Nl, ids, name)}
+//	dialer   → CONNECT  Hello{..., Nonce: Nd}   (nonce ‖ CPace share)
+//	listener → ACCEPT   Hello{..., Nonce: Nl}   (nonce ‖ CPace share; no proof yet)
+//	dialer   → AUTH     Hello{MAC: HMAC(kd, Nd, Nl, ids, name)}, kd from the session key
 //	listener → AUTH     FlagReply, Hello{MAC: HMAC(kl, ...)} once the
 //	                    dialer's proof checked out; then the conn reaches
 //	                    Accept. A wrong proof gets REFUSE(auth).
@@ -153,7 +152,7 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 	c.state = stateOpen
 	if l.psk != nil {
 		c.state = stateAuthPending
-		c.auth = &authState{psk: l.psk, nd: hello.Nonce, nl: newNonce(), name: hello.Name, ln: l}
+		c.auth = newListenAuth(l.psk, hello.Name, hello.Nonce, l)
 	}
 	if err := t.attach(hello.WorkerAddr, c, false); err != nil {
 		t.stats.refused.Add(1)
@@ -286,8 +285,14 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	// (handleAuth).
 	a.nl = hello.Nonce
 	a.proving = true
-	proof := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.t.cfg.Window),
-		MAC: authMAC(a.psk, roleDialer, a.nd, a.nl, c.id, c.remoteID, a.name)}
+	mac, err := a.proof(roleDialer, c.id, c.remoteID)
+	if err != nil {
+		c.t.stats.authFailures.Add(1)
+		c.mu.Unlock()
+		c.abort(stream.RstAbort, withDetail(ErrRefused, "listener %q: %v", a.name, err), rstAlways)
+		return
+	}
+	proof := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.t.cfg.Window), MAC: mac}
 	c.mu.Unlock()
 	if err := c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID}, proof); err != nil {
 		c.fail(withDetail(ErrRefused, "sending AUTH: %v", err))
@@ -310,8 +315,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		return
 	}
 	var hello stream.Hello
-	ok := hello.UnmarshalBinary(payload) == nil &&
-		hmac.Equal(hello.MAC, authMAC(a.psk, roleDialer, a.nd, a.nl, c.remoteID, c.id, a.name))
+	ok := hello.UnmarshalBinary(payload) == nil && a.verify(roleDialer, hello.MAC, c.remoteID, c.id)
 	if !ok {
 		c.failLocked(withDetail(ErrRefused, "dialer failed authentication"))
 		c.mu.Unlock()
@@ -336,8 +340,9 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		return
 	}
 	c.t.stats.accepts.Add(1)
+	mac, _ := a.proof(roleListener, c.remoteID, c.id) // the dialer's proof checked out: ISK is known
 	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(min(preAcceptWindow, c.t.cfg.Window)),
-		MAC: authMAC(a.psk, roleListener, a.nd, a.nl, c.remoteID, c.id, a.name)}
+		MAC: mac}
 	_ = c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, Flags: stream.FlagReply, ConnID: c.remoteID}, reply)
 }
 
@@ -358,8 +363,7 @@ func (c *Conn) handleListenerProof(payload []byte) {
 		return
 	}
 	var hello stream.Hello
-	ok := hello.UnmarshalBinary(payload) == nil &&
-		hmac.Equal(hello.MAC, authMAC(a.psk, roleListener, a.nd, a.nl, c.id, c.remoteID, a.name))
+	ok := hello.UnmarshalBinary(payload) == nil && a.verify(roleListener, hello.MAC, c.id, c.remoteID)
 	if !ok {
 		c.mu.Unlock()
 		c.t.stats.authFailures.Add(1)
