@@ -108,7 +108,7 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		if err == ErrTransportClosed {
 			return nil, opErr(err)
 		}
-		return nil, opErr(withDetail(ErrRefused, "%v", err))
+		return nil, opErr(withDetail(ErrRefused, "%v%s", err, releasePair(e)))
 	}
 	c.laddr = Addr{Name: t.name + "#" + formatID(c.id)}
 	if err := t.sendConnect(c, e.Name); err != nil {
@@ -138,7 +138,7 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	case <-ctx.Done():
 		giveUp = ctx.Err()
 	case <-noAnswer:
-		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v", e.Name, 2*c.keepAlive)
+		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, 2*c.keepAlive, releasePair(e))
 	case <-t.closing:
 		c.fail(ErrTransportClosed)
 		return nil, opErr(ErrTransportClosed)
