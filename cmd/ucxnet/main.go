@@ -10,6 +10,7 @@
 //	ucxnet proxy            forward conns between TCP and ucxnet (--listen, --to, --max-conns)
 //	ucxnet bench            ucxnet vs Go TCP (and unix sockets): round trips and streams, cross-process
 //	ucxnet registry         serve the HTTP name registry (token by default, optional TLS)
+//	ucxnet psk FILE         write a new random pre-shared key (mode 0600)
 //	ucxnet help [COMMAND]   usage
 //
 // Every command takes --help. Errors are reported as
@@ -76,6 +77,7 @@ var commands = []*command{
 	proxyCmd,    // cmd/ucxnet/proxy.go: TCP <-> ucxnet bridge
 	benchCmd,    // cmd/ucxnet/bench.go: `make bench` runs `ucxnet bench`.
 	registryCmd, // cmd/ucxnet/registry_cmd.go: HTTP registry server
+	pskCmd,      // cmd/ucxnet/psk.go: a random pre-shared key file
 
 	demoServerCmd,  // hidden: the child process of demo
 	benchServerCmd, // hidden: the child process of bench
