@@ -26,7 +26,8 @@ type ListenConfig struct {
 	// Backlog overrides the transport's Backlog for this listener.
 	Backlog int
 	// PSK, if set, is a pre-shared key dialers must prove they know
-	// (HMAC-SHA-256 challenge-response in the handshake; see Dialer.PSK).
+	// (a CPace key exchange and a mutual proof in the handshake; see
+	// Dialer.PSK and docs/PROTOCOL.md §5).
 	// Nil means the key in the file $UCXNET_PSK_FILE names, if set.
 	PSK []byte
 	// KeepAlive, if not zero, replaces the Transport's Config.KeepAlive
