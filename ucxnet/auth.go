@@ -26,10 +26,10 @@ import (
 // the dialer's AUTH carries HMAC(kd, "dial", Nd, Nl, ids, name) and only a
 // listener that checked it answers with HMAC(kl, "accept", ...), kd and kl
 // derived from ISK for each direction, so neither proof can be reflected as
-// the other. No side sends anything computed from the key before it has
-// the other's share, and a share reveals nothing about the key, so a peer
-// without the key (a dialer, or an impostor listener found under the name)
-// tests one guess of the key per handshake it completes, and none offline
+// the other. A share reveals nothing about the key, and neither side sends
+// anything else computed from the key before it has the other's share, so
+// a peer without the key (a dialer, or an impostor listener found under
+// the name) tests one guess of the key per handshake, and none offline
 // (version 2 of this handshake keyed the MACs with the key itself: the
 // dialer's proof let an impostor listener test 137,000 guesses per second
 // offline). Both shares are fresh, so no proof can be replayed into
