@@ -446,10 +446,23 @@ func TestProxyIdleTimeout(t *testing.T) {
 	if err == nil || errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("idle conn not closed by --idle-timeout 2s: read %d, %v\nstderr:\n%s", n, err, p.stderr.String())
 	}
-	// Its slot is free: a new client is served.
-	fresh := dial()
-	if err := echo(fresh, "new\n"); err != nil {
-		t.Fatalf("new client after the idle one was reset: %v\nstderr:\n%s", err, p.stderr.String())
+	// Its slot is freed (just after the reset: a client dialing at once
+	// may still be refused): a new client is served.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.Dial("tcp", p.addr)
+		if err == nil {
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			err = echo(c, "new\n")
+			c.Close()
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new client served within 30 s of the idle one's reset: %v\nstderr:\n%s", err, p.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	close(stopBusy)
 	if err := <-busyErr; err != nil {
