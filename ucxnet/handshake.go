@@ -99,7 +99,7 @@ func (t *Transport) sendConnect(c *Conn, name string) error {
 	hello := stream.Hello{
 		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window),
 		Name: name, LocalName: c.laddr.Name, WorkerAddr: t.eng.Address(), Nonce: c.auth.nd,
-		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame),
+		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version,
 	}
 	return t.sendHello(c.peer, stream.Header{Kind: stream.KindConnect}, hello)
 }
@@ -158,6 +158,7 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 		t.stats.refused.Add(1)
 		if err != errTooManyPeers {
 			t.stats.badFrames.Add(1) // an address UCX could not take
+			logUnusableAddress(hello.UCX, err)
 		}
 		return
 	}
@@ -187,7 +188,7 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 		return
 	}
 	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(min(preAcceptWindow, t.cfg.Window)),
-		Name: hello.Name, LocalName: hello.Name, ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame)}
+		Name: hello.Name, LocalName: hello.Name, ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version}
 	if c.auth != nil {
 		// Only our nonce: we prove nothing over the dialer's input until
 		// the dialer has proven it knows the key.

@@ -1,9 +1,12 @@
 package ucxnet
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/registry"
@@ -69,4 +72,25 @@ func releasePair(e registry.Entry) string {
 		return ""
 	}
 	return fmt.Sprintf(" (the listener runs UCX %s, this process UCX %s)", theirs, ours)
+}
+
+// loggedReleases holds the UCX releases of dialers whose worker address
+// this process could not take, logged once each.
+var loggedReleases sync.Map
+
+// logUnusableAddress logs, once per dialing UCX release, that a CONNECT
+// from a worker of that release went unanswered because its address is
+// not one this process's UCX can take (err says why; Stats.Refused and
+// BadFrames count each). An address of this process's own release is a
+// forgery, not a mixed pair, and is only counted.
+func logUnusableAddress(peerUCX string, err error) {
+	ours := UCX().Version
+	if peerUCX == "" || peerUCX == ours || errors.Is(err, errTooManyPeers) || errors.Is(err, errClaimedAddr) {
+		return
+	}
+	if _, dup := loggedReleases.LoadOrStore(peerUCX, true); dup {
+		return
+	}
+	slog.Warn("ucxnet: a dialer's UCX worker address is not one this process can take; its dials go unanswered",
+		"peer_ucx", peerUCX, "ucx", ours, "err", err)
 }

@@ -1,6 +1,8 @@
 package ucxnet
 
 import (
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -52,4 +54,24 @@ func TestListenerPublishesUCXRelease(t *testing.T) {
 	e.Meta[MetaUCXRelease] = "1.99.0"
 	got := releasePair(e)
 	require.True(t, strings.Contains(got, "1.99.0") && strings.Contains(got, UCX().Version), got)
+}
+
+// TestLogUnusableAddressOnce: a dialer of another UCX release whose address
+// this process cannot take is logged once per release, naming both
+// releases; this process's own release (a forgery) is not logged.
+func TestLogUnusableAddressOnce(t *testing.T) {
+	var buf strings.Builder
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	loggedReleases.Delete("1.77.0")
+	bad := errors.New("ucxnet: malformed UCX worker address: at byte 3: ...")
+	logUnusableAddress("1.77.0", bad)
+	logUnusableAddress("1.77.0", bad)
+	logUnusableAddress(UCX().Version, bad)
+	logUnusableAddress("", bad)
+	out := buf.String()
+	require.Equal(t, 1, strings.Count(out, "peer_ucx="), out)
+	require.Contains(t, out, "peer_ucx=1.77.0")
+	require.Contains(t, out, "ucx="+UCX().Version)
 }
