@@ -27,9 +27,13 @@ type engineHandler struct{ t *Transport }
 // goroutine.
 func (h engineHandler) HandleEvents(evs []engine.Event) { h.t.handleEvents(evs) }
 
-// Tick implements engine.Ticker: the keepalive sweep rides on the engine's
+// Tick implements engine.Ticker: the keepalive sweep and the watch over
+// the process's shared-memory FIFOs (smfifo_linux.go) ride on the engine's
 // wake-ups.
-func (h engineHandler) Tick(now time.Time) { h.t.tick(now) }
+func (h engineHandler) Tick(now time.Time) {
+	smWatch.tick(now)
+	h.t.tick(now)
+}
 
 // Combine implements engine.Combiner: it sends the small writes queued
 // while the engine was busy (coalesce.go).

@@ -1,0 +1,243 @@
+//go:build linux
+
+package ucxnet
+
+// UCX's shared-memory transports (posix, sysv) receive through one FIFO
+// per interface that every sending process writes into: a sender claims a
+// slot by advancing the FIFO's head, fills it, then sets the slot's owner
+// bit, and the receiver reads the slots strictly in order. A sender killed
+// between the claim and the owner bit (SIGKILL while it streams to us)
+// leaves a slot that is never published, and UCX 1.13 (up to 1.22) reads
+// nothing past it: from then on this process receives nothing over shared
+// memory from anyone, its own loopback included, and once the FIFO is full
+// every sender to it blocks. Each new dial times out; each old conn dies of
+// keepalive.
+//
+// smWatch notices such a slot — the first unpublished one, the same one
+// for stuckAfter while the engine goes on progressing — and publishes it as
+// an empty inline message (a UCP single-fragment AM for ucxnet's AM id with
+// no header, which the dispatcher drops as a bad frame), so that the
+// receiver moves past it. It reads and writes only the FIFO's control block
+// and that slot, through /proc/self/mem (never a fault on an unmapped
+// segment). The layout is UCX 1.13's (src/uct/sm/mm/base/mm_iface.h), with
+// the default FIFO_SIZE and FIFO_ELEM_SIZE; with others set it stays off.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	mmFifoSize     = 64  // UCX_MM_FIFO_SIZE default
+	mmFifoShift    = 6   // log2(mmFifoSize)
+	mmElemSize     = 128 // UCX_MM_FIFO_ELEM_SIZE default
+	mmCtlSize      = 192 // UCT_MM_FIFO_CTL_SIZE: the control block, cache-line aligned
+	mmTailOff      = 128 // uct_mm_fifo_ctl_t.tail (second cache line)
+	mmPidOff       = 136 // uct_mm_fifo_ctl_t.pid
+	mmElemHdr      = 28  // sizeof(uct_mm_fifo_element_t): inline data follows
+	mmFlagOwner    = 1   // UCT_MM_FIFO_ELEM_FLAG_OWNER
+	mmFlagInline   = 2   // UCT_MM_FIFO_ELEM_FLAG_INLINE
+	mmHeadArmed    = 1 << 63
+	ucpAMIDSingle  = 23   // UCP_AM_ID_AM_SINGLE
+	cucxAMID       = 0x75 // internal/cucx's CUCX_AM_ID
+	smCheckEvery   = 100 * time.Millisecond
+	smRescanEvery  = 5 * time.Second
+	smStuckAfter   = 500 * time.Millisecond
+	smFifoSegBytes = mmCtlSize + mmFifoSize*mmElemSize
+)
+
+// smStuck is a FIFO slot seen unpublished.
+type smStuck struct {
+	index uint64    // absolute FIFO index (slot index & (mmFifoSize-1))
+	since time.Time // first seen
+}
+
+// smWatcher is the process's watch over its own shared-memory FIFOs (they
+// belong to every Transport's worker alike, so there is one watcher).
+type smWatcher struct {
+	mu       sync.Mutex
+	off      bool
+	lastScan time.Time
+	lastTick time.Time
+	fifos    []uint64 // addresses of this process's receive FIFOs
+	stuck    map[uint64]smStuck
+	repaired uint64 // slots published (for tests)
+}
+
+var smWatch = &smWatcher{off: smFifoTuned(), stuck: map[uint64]smStuck{}}
+
+// smFifoTuned reports whether the environment changes UCX's FIFO geometry.
+func smFifoTuned() bool {
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "UCX_") && (strings.HasSuffix(k, "FIFO_SIZE") || strings.HasSuffix(k, "FIFO_ELEM_SIZE")) {
+			return true
+		}
+	}
+	return false
+}
+
+// tick checks the FIFOs now and then (engine goroutines; one at a time).
+func (w *smWatcher) tick(now time.Time) {
+	if w.off || !w.mu.TryLock() {
+		return
+	}
+	defer w.mu.Unlock()
+	if now.Sub(w.lastTick) < smCheckEvery {
+		return
+	}
+	w.lastTick = now
+	if len(w.fifos) == 0 && now.Sub(w.lastScan) < smRescanEvery {
+		return
+	}
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		w.off = true
+		return
+	}
+	defer mem.Close()
+	if len(w.fifos) == 0 || now.Sub(w.lastScan) >= smRescanEvery {
+		w.lastScan = now
+		w.fifos = smFindFIFOs(mem)
+	}
+	for _, addr := range w.fifos {
+		w.check(mem, addr, now)
+	}
+}
+
+// check looks for the first unpublished slot of the FIFO at addr and
+// publishes it once it has stayed so for smStuckAfter.
+func (w *smWatcher) check(mem *os.File, addr uint64, now time.Time) {
+	head, tail, ok := smReadCtl(mem, addr)
+	if !ok {
+		delete(w.stuck, addr)
+		return
+	}
+	var flags [1]byte
+	for i := tail; i < head; i++ {
+		if _, err := mem.ReadAt(flags[:], int64(addr+smElemOff(i))); err != nil {
+			return
+		}
+		if uint64(flags[0]&mmFlagOwner) == (i>>mmFifoShift)&1 {
+			continue // published
+		}
+		s, seen := w.stuck[addr]
+		switch {
+		case !seen || s.index != i:
+			w.stuck[addr] = smStuck{index: i, since: now}
+		case now.Sub(s.since) >= smStuckAfter:
+			if smPublish(mem, addr, i) {
+				w.repaired++
+			}
+			delete(w.stuck, addr)
+		}
+		return
+	}
+	delete(w.stuck, addr)
+}
+
+func smElemOff(i uint64) uint64 { return mmCtlSize + (i&(mmFifoSize-1))*mmElemSize }
+
+// smReadCtl reads a FIFO's head and tail, checking that addr still holds a
+// FIFO of this process.
+func smReadCtl(mem *os.File, addr uint64) (head, tail uint64, ok bool) {
+	var ctl [mmCtlSize]byte
+	if _, err := mem.ReadAt(ctl[:], int64(addr)); err != nil {
+		return 0, 0, false
+	}
+	le := binary.LittleEndian
+	head = le.Uint64(ctl[0:]) &^ mmHeadArmed
+	tail = le.Uint64(ctl[mmTailOff:])
+	alen := le.Uint32(ctl[8:])
+	family := le.Uint16(ctl[12:])
+	if int(le.Uint32(ctl[mmPidOff:])) != os.Getpid() || family != 1 /* AF_UNIX */ || alen < 2 || alen > 110 ||
+		tail > head || head-tail > mmFifoSize {
+		return 0, 0, false
+	}
+	return head, tail, true
+}
+
+// smPublish writes slot i as an inline UCP AM_SINGLE for ucxnet's AM id
+// with no header and no data, then sets its owner bit for i's lap. The
+// slot's receive-descriptor fields (the receiver's own) stay as they are.
+func smPublish(mem *os.File, addr, i uint64) bool {
+	off := int64(addr + smElemOff(i))
+	var am [3]byte // am_id, length
+	am[0] = ucpAMIDSingle
+	binary.LittleEndian.PutUint16(am[1:], 8)
+	var hdr [8]byte // ucp_am_hdr_t: am_id, flags, header_length
+	binary.LittleEndian.PutUint16(hdr[0:], cucxAMID)
+	if _, err := mem.WriteAt(am[:], off+1); err != nil {
+		return false
+	}
+	if _, err := mem.WriteAt(hdr[:], off+mmElemHdr); err != nil {
+		return false
+	}
+	flags := byte(mmFlagInline)
+	if (i>>mmFifoShift)&1 != 0 {
+		flags |= mmFlagOwner
+	}
+	_, err := mem.WriteAt([]byte{flags}, off) // last: publishes the slot
+	return err == nil
+}
+
+// smFindFIFOs lists the shared-memory mappings of this process that hold
+// one of its own receive FIFOs (a segment mapped twice is listed once).
+func smFindFIFOs(mem *os.File) []uint64 {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var fifos []uint64
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.Contains(line, []byte("/SYSV")) && !bytes.Contains(line, []byte("ucx_shm_posix")) {
+			continue
+		}
+		fs := strings.Fields(string(line))
+		if len(fs) < 5 || !strings.Contains(fs[1], "s") {
+			continue
+		}
+		var start, end uint64
+		if !parseRange(fs[0], &start, &end) || end-start < smFifoSegBytes {
+			continue
+		}
+		key := fs[3] + " " + fs[4] // device and inode
+		if seen[key] {
+			continue
+		}
+		if _, _, ok := smReadCtl(mem, start); ok {
+			seen[key] = true
+			fifos = append(fifos, start)
+		}
+	}
+	return fifos
+}
+
+// parseRange parses /proc/self/maps's "start-end" (hexadecimal).
+func parseRange(s string, start, end *uint64) bool {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		return false
+	}
+	var err1, err2 error
+	*start, err1 = strconv.ParseUint(a, 16, 64)
+	*end, err2 = strconv.ParseUint(b, 16, 64)
+	return err1 == nil && err2 == nil && *end > *start
+}
+
+// repairs returns how many stuck slots the watcher has published.
+func (w *smWatcher) repairs() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.repaired
+}
