@@ -115,6 +115,12 @@ type Config struct {
 	// a process that listens on a ucxnet name is reachable from every
 	// network the host is on. Empty: UCX's default (or $UCX_NET_DEVICES).
 	NetDevices string
+	// Lane forces the lane of the conns this transport dials: "ucx" (UCX
+	// active messages), "tcp" (a kernel TCP connection) or "auto" (per
+	// peer: UCX where it has shared memory or RDMA to the peer, kernel TCP
+	// where it would only have tcp; see Conn.Lane). Empty: $UCXNET_LANE,
+	// else auto. "ucx" also keeps listeners off kernel TCP.
+	Lane string
 }
 
 // ZeroCopyMin is the smallest write (or window-limited part of one) that

@@ -66,6 +66,10 @@ type Conn struct {
 	out           outFrame      // small writes queued while the engine was busy
 	readDeadline  deadline
 	writeDeadline deadline
+	// The kernel-TCP lane (tcpconn.go): when lane is set, every method
+	// delegates to its *net.TCPConn. laneWhy says why the lane was chosen.
+	lane    *tcpLane
+	laneWhy string
 }
 
 // newConn returns a conn to p (nil: attached later) with a receive window
@@ -106,6 +110,9 @@ func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
 // endpoint, e.g. ["posix/memory", "cma/memory"] or ["tcp/lo"] or
 // ["rc_mlx5/mlx5_0:1"]: the answer to "am I on RDMA?".
 func (c *Conn) Transports() []string {
+	if c.lane != nil {
+		return []string{"tcp(kernel)"}
+	}
 	if p := c.peer.info.Load(); p != nil {
 		return append([]string(nil), (*p)...)
 	}
@@ -142,6 +149,9 @@ func broadcast(ch *chan struct{}, waiting int) {
 // Read reads data from the conn. After the peer's Close or CloseWrite and
 // once everything it sent is read, Read returns io.EOF.
 func (c *Conn) Read(b []byte) (int, error) {
+	if c.lane != nil {
+		return c.lane.read(c, b)
+	}
 	c.mu.Lock()
 	for {
 		if c.closed {
@@ -220,6 +230,9 @@ func (c *Conn) Read(b []byte) (int, error) {
 // accepted grows an accepted conn's receive window from preAcceptWindow
 // to the transport's Window once Accept hands it to the application.
 func (c *Conn) accepted() {
+	if c.lane != nil {
+		return
+	}
 	c.mu.Lock()
 	limit, send := c.rwin.Resize(uint32(c.t.cfg.Window))
 	open := c.state == stateOpen && !c.rEOF
@@ -232,6 +245,9 @@ func (c *Conn) accepted() {
 // SetDeadline sets the read and write deadlines. After Close it returns
 // an error matching net.ErrClosed, as *net.TCPConn's does.
 func (c *Conn) SetDeadline(t time.Time) error {
+	if c.lane != nil {
+		return c.lane.setDeadline(c, "", t)
+	}
 	if isClosedChan(c.closedCh) {
 		return c.opErr("set", net.ErrClosed)
 	}
@@ -243,6 +259,9 @@ func (c *Conn) SetDeadline(t time.Time) error {
 // SetReadDeadline sets the read deadline; it also interrupts a Read
 // already blocked.
 func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.lane != nil {
+		return c.lane.setDeadline(c, "read", t)
+	}
 	if isClosedChan(c.closedCh) {
 		return c.opErr("set", net.ErrClosed)
 	}
@@ -252,6 +271,9 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 
 // SetWriteDeadline sets the write deadline.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.lane != nil {
+		return c.lane.setDeadline(c, "write", t)
+	}
 	if isClosedChan(c.closedCh) {
 		return c.opErr("set", net.ErrClosed)
 	}
@@ -266,6 +288,9 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 // sees ECONNRESET, not EOF (a proxy passes on a reset this way). sec > 0:
 // as the default, waiting up to sec seconds.
 func (c *Conn) SetLinger(sec int) error {
+	if c.lane != nil {
+		return c.mapErr(c.lane.tc.SetLinger(sec))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -285,6 +310,9 @@ func (c *Conn) SetLinger(sec int) error {
 // CloseWrite shuts down the writing side: the peer reads what was written,
 // then io.EOF. Reading goes on.
 func (c *Conn) CloseWrite() error {
+	if c.lane != nil {
+		return c.mapErr(c.lane.tc.CloseWrite())
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -330,6 +358,9 @@ func (c *Conn) sendFin() error {
 // does). Blocked Read and Write
 // calls return net.ErrClosed.
 func (c *Conn) Close() error {
+	if c.lane != nil {
+		return c.lane.close(c)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -391,6 +422,11 @@ const (
 // and RST(code) goes to the peer as rst says (never without the peer's
 // conn id).
 func (c *Conn) abort(code stream.RstCode, err error, rst rstChoice) {
+	if c.lane != nil {
+		c.t.lanes.remove(c)
+		resetTCP(c.lane.tc)
+		return
+	}
 	c.mu.Lock()
 	send := (rst == rstAlways || c.state == stateOpen) && c.remoteID != 0 && c.peer != nil
 	c.dropLocked()

@@ -99,7 +99,20 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	if err := ctx.Err(); err != nil {
 		return nil, opErr(err)
 	}
+	// The lane (lane.go): kernel TCP where UCX would only have tcp.
+	lane, eps := t.laneFor(e)
+	if lane.err != nil {
+		return nil, opErr(lane.err)
+	}
+	if lane.lane == LaneTCP {
+		c, err := t.dialTCP(ctx, e, eps, psk, raddr, lane.reason)
+		if err != nil {
+			return nil, opErr(err)
+		}
+		return c, nil
+	}
 	c := newConn(t, nil, Addr{}, raddr, t.cfg.Window)
+	c.laneWhy = lane.reason
 	if d.KeepAlive != 0 {
 		c.keepAlive = d.KeepAlive
 	}

@@ -49,6 +49,7 @@ type Listener struct {
 	mu          sync.Mutex
 	closed      bool
 	done        chan struct{}
+	tcp         *tcpListener // the kernel-TCP lane's side (tcplane.go), if any
 }
 
 // Listen announces name on the default transport. network must be "ucx"
@@ -117,11 +118,16 @@ func (lc *ListenConfig) listen(ctx context.Context, network, name string) (*List
 	t.mu.Unlock()
 
 	pid, start, host := registry.CurrentProcess()
+	meta, err := l.startTCPLane(withUCXRelease(lc.Meta))
 	e := registry.Entry{
 		Name: name, Service: lc.Service, Address: t.eng.Address(),
-		PID: pid, StartTime: start, Host: host, Meta: withUCXRelease(lc.Meta),
+		PID: pid, StartTime: start, Host: host, Meta: meta,
 	}
-	if err := t.reg.Register(ctx, e); err != nil {
+	if err == nil {
+		err = t.reg.Register(ctx, e)
+	}
+	if err != nil {
+		l.stopTCPLane()
 		t.mu.Lock()
 		delete(t.listeners, name)
 		t.mu.Unlock()
@@ -225,6 +231,7 @@ func (l *Listener) Close() error {
 	l.closed = true
 	close(l.done)
 	l.mu.Unlock()
+	l.stopTCPLane()
 
 	t := l.t
 	t.mu.Lock()

@@ -67,6 +67,7 @@ type Transport struct {
 	ops   map[uint64]chan error // flushes and zero-copy sends UCX has not finished, by token
 
 	stats counters
+	lanes laneConns // conns on the kernel-TCP lane (tcpconn.go)
 }
 
 // NewTransport starts a transport: a UCP context, a worker and its
@@ -91,6 +92,9 @@ type startEngine func(cfg Config, h engine.Handler) (engine.Engine, error)
 // newTransport starts a transport on the engine start makes: the real
 // UCX one (NewTransport), or an in-memory one in tests.
 func newTransport(cfg Config, start startEngine) (*Transport, error) {
+	if err := checkLane(cfg.Lane); err != nil {
+		return nil, err
+	}
 	if cfg.EagerMax <= 0 {
 		cfg.EagerMax = DefaultEagerMax
 	}
@@ -227,6 +231,7 @@ func (t *Transport) Close() error {
 	for _, l := range ls {
 		l.Close()
 	}
+	t.lanes.closeAll()
 	t.mu.Lock()
 	conns := make([]*Conn, 0, len(t.conns))
 	for _, c := range t.conns {

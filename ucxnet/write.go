@@ -35,6 +35,9 @@ func (c *Conn) sendWindow(limit uint64) {
 // socket buffer does; the deadline is checked before each part is
 // committed.
 func (c *Conn) Write(b []byte) (int, error) {
+	if c.lane != nil {
+		return c.lane.write(c, b)
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	n := 0

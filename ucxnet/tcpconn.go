@@ -1,0 +1,326 @@
+package ucxnet
+
+// The conn side of the kernel-TCP lane: a *Conn whose lane is set
+// delegates every method to its *net.TCPConn, with the errors of the
+// standard library (addresses replaced by the conn's ucxnet ones), and
+// the dialer's side of the preamble (tcplane.go).
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ucxnet/ucxnet/registry"
+)
+
+// tcpLane is a conn's kernel TCP connection.
+type tcpLane struct {
+	tc *net.TCPConn
+}
+
+// laneConns are a Transport's conns on the TCP lane and the lane's
+// counters.
+type laneConns struct {
+	mu     sync.Mutex
+	conns  map[*Conn]struct{}
+	closed bool
+
+	garbage, oversized, timeouts, overCap, dialed, accepted atomic.Uint64
+}
+
+// LaneStats are a Transport's kernel-TCP lane counters.
+type LaneStats struct {
+	OpenConns uint64 // conns on the TCP lane now
+	// Garbage counts TCP conns closed because their first bytes were not
+	// a ucxnet preamble (a port scanner, another protocol).
+	Garbage uint64
+	// Oversized counts preambles whose fields were out of bounds.
+	Oversized uint64
+	// Timeouts counts preambles not done within the handshake timeout
+	// (or cut short by the dialer).
+	Timeouts uint64
+	// OverCap counts TCP conns closed at once because the listener
+	// already had maxPendingTCP conns in their preamble.
+	OverCap uint64
+}
+
+// LaneStats returns the kernel-TCP lane's counters.
+func (t *Transport) LaneStats() LaneStats {
+	t.lanes.mu.Lock()
+	n := len(t.lanes.conns)
+	t.lanes.mu.Unlock()
+	return LaneStats{OpenConns: uint64(n), Garbage: t.lanes.garbage.Load(), Oversized: t.lanes.oversized.Load(),
+		Timeouts: t.lanes.timeouts.Load(), OverCap: t.lanes.overCap.Load()}
+}
+
+// countPreambleErr counts a failed preamble read.
+func (lc *laneConns) countPreambleErr(err error) {
+	switch {
+	case errors.Is(err, errGarbage):
+		lc.garbage.Add(1)
+	case errors.Is(err, errOversized):
+		lc.oversized.Add(1)
+	default:
+		lc.timeouts.Add(1) // deadline, EOF or reset before the preamble was done
+	}
+}
+
+// newID is a random non-zero conn id.
+func (lc *laneConns) newID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
+// add records a lane conn; false once the transport is closed.
+func (lc *laneConns) add(c *Conn) bool {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.closed {
+		return false
+	}
+	if lc.conns == nil {
+		lc.conns = map[*Conn]struct{}{}
+	}
+	lc.conns[c] = struct{}{}
+	return true
+}
+
+func (lc *laneConns) remove(c *Conn) {
+	lc.mu.Lock()
+	delete(lc.conns, c)
+	lc.mu.Unlock()
+}
+
+// closeAll resets every lane conn (Transport.Close): their peers see
+// ECONNRESET.
+func (lc *laneConns) closeAll() {
+	lc.mu.Lock()
+	lc.closed = true
+	cs := lc.conns
+	lc.conns = nil
+	lc.mu.Unlock()
+	for c := range cs {
+		resetTCP(c.lane.tc)
+	}
+}
+
+// newLaneConn returns a conn on the TCP lane over tc.
+func newLaneConn(t *Transport, tc *net.TCPConn, laddr, raddr Addr, why string) *Conn {
+	return &Conn{t: t, laddr: laddr, raddr: raddr, lane: &tcpLane{tc: tc}, laneWhy: why}
+}
+
+// dialTCP dials entry e over the TCP lane: the endpoints in order, then
+// the preamble.
+func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.AddrPort, psk []byte, raddr Addr, why string) (*Conn, error) {
+	var tc *net.TCPConn
+	var lastErr error
+	var d net.Dialer
+	for _, ap := range eps {
+		nc, err := d.DialContext(ctx, "tcp", ap.String())
+		if err == nil {
+			tc = nc.(*net.TCPConn)
+			break
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	if tc == nil {
+		return nil, withDetail(ErrRefused, "%q over kernel tcp: %v", e.Name, lastErr)
+	}
+	id := t.lanes.newID()
+	c := newLaneConn(t, tc, Addr{Name: t.name + "#" + formatID(id)}, raddr, why)
+	c.id = id
+	dl := time.Now().Add(tcpHandshakeTimeout)
+	if cdl, ok := ctx.Deadline(); ok && cdl.Before(dl) {
+		dl = cdl
+	}
+	_ = tc.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) })
+	err := c.dialPreamble(e.Name, psk)
+	if !stop() || ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err == nil && !t.lanes.add(c) {
+		err = ErrTransportClosed
+	}
+	if err != nil {
+		resetTCP(tc)
+		return nil, err
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// dialPreamble runs the dialer's side of the preamble on c's TCP conn.
+func (c *Conn) dialPreamble(name string, psk []byte) error {
+	tc := c.lane.tc
+	a := newDialAuth(psk, name)
+	local := c.laddr.Name
+	if len(local) > 255 {
+		local = local[:255]
+	}
+	b := make([]byte, 0, maxPreamble)
+	b = append(b, tcpMagic...)
+	var flags byte
+	if psk != nil {
+		flags = 1
+	}
+	b = append(b, flags, 0)
+	b = binary.LittleEndian.AppendUint64(b, c.id)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(name)))
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(local)))
+	b = append(append(append(b, name...), local...), a.nd...)
+	if _, err := tc.Write(b); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+	}
+	var r [tcpReplyFixed]byte
+	if _, err := io.ReadFull(tc, r[:]); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: no answer to the preamble: %v", name, err)
+	}
+	if string(r[:len(tcpMagic)]) != tcpMagic {
+		return withDetail(ErrRefused, "%q over kernel tcp: the endpoint does not speak ucxnet", name)
+	}
+	status, lpsk, lid := r[len(tcpMagic)], r[len(tcpMagic)+1]&1 != 0, binary.LittleEndian.Uint64(r[len(tcpMagic)+2:])
+	if err := tcpStatusErr(status, name); err != nil {
+		return err
+	}
+	switch {
+	case psk == nil && lpsk:
+		return withDetail(ErrRefused, "listener %q requires a pre-shared key", name)
+	case psk != nil && !lpsk:
+		return withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", name)
+	case psk == nil:
+		return nil
+	}
+	a.nl = make([]byte, nonceLen)
+	if _, err := io.ReadFull(tc, a.nl); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+	}
+	return c.proveTCP(a, lid, name)
+}
+
+// proveTCP sends the dialer's proof and checks the listener's.
+func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
+	tc := c.lane.tc
+	mac, err := a.proof(roleDialer, c.id, lid)
+	if err != nil {
+		c.t.stats.authFailures.Add(1)
+		return withDetail(ErrRefused, "listener %q: %v", name, err)
+	}
+	if _, err := tc.Write(mac); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+	}
+	var st [1]byte
+	if _, err := io.ReadFull(tc, st[:]); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+	}
+	if err := tcpStatusErr(st[0], name); err != nil {
+		c.t.stats.authFailures.Add(1)
+		return err
+	}
+	theirs := make([]byte, macLen)
+	if _, err := io.ReadFull(tc, theirs); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+	}
+	if !a.verify(roleListener, theirs, c.id, lid) {
+		c.t.stats.authFailures.Add(1)
+		return withDetail(ErrRefused, "listener %q failed to prove the pre-shared key", name)
+	}
+	return nil
+}
+
+// tcpStatusErr is the dial error a listener's status byte means.
+func tcpStatusErr(status byte, name string) error {
+	switch status {
+	case tcpOK:
+		return nil
+	case tcpNoListener:
+		return withDetail(ErrRefused, "no listener named %q at its TCP endpoint", name)
+	case tcpNeedPSK:
+		return withDetail(ErrRefused, "listener %q requires a pre-shared key", name)
+	case tcpNoPSK:
+		return withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", name)
+	case tcpBacklogFull:
+		return withDetail(ErrRefused, "listener %q: backlog full", name)
+	case tcpAuthFailed:
+		return withDetail(ErrRefused, "listener %q: pre-shared key mismatch", name)
+	}
+	return withDetail(ErrRefused, "listener %q: unknown status %d", name, status)
+}
+
+// mapErr gives a TCP error the conn's ucxnet addresses; io.EOF stays.
+func (c *Conn) mapErr(err error) error {
+	var op *net.OpError
+	if err == nil || err == io.EOF || !errors.As(err, &op) {
+		return err
+	}
+	return &net.OpError{Op: op.Op, Net: Network, Source: c.laddr, Addr: c.raddr, Err: op.Err}
+}
+
+func (tl *tcpLane) read(c *Conn, b []byte) (int, error) {
+	n, err := tl.tc.Read(b)
+	return n, c.mapErr(err)
+}
+
+func (tl *tcpLane) write(c *Conn, b []byte) (int, error) {
+	n, err := tl.tc.Write(b)
+	return n, c.mapErr(err)
+}
+
+func (tl *tcpLane) close(c *Conn) error {
+	c.t.lanes.remove(c)
+	return c.mapErr(tl.tc.Close())
+}
+
+// ReadFrom copies r to the conn until EOF. On the TCP lane it is
+// (*net.TCPConn).ReadFrom, so io.Copy from a file or socket keeps
+// sendfile and splice; on the UCX lane, a plain copy.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if c.lane != nil {
+		n, err := c.lane.tc.ReadFrom(r)
+		return n, c.mapErr(err)
+	}
+	return io.Copy(writerOnly{c}, r)
+}
+
+// WriteTo copies the conn to w until EOF. On the TCP lane it is
+// (*net.TCPConn).WriteTo (splice to a socket or pipe); on the UCX lane, a
+// plain copy.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	if c.lane != nil {
+		n, err := c.lane.tc.WriteTo(w)
+		return n, c.mapErr(err)
+	}
+	return io.Copy(w, readerOnly{c})
+}
+
+// writerOnly and readerOnly hide a Conn's ReadFrom and WriteTo from
+// io.Copy (which would call them back).
+type writerOnly struct{ io.Writer }
+type readerOnly struct{ io.Reader }
+
+// laneDeadline sets a deadline on a lane conn (which of them: what).
+func (tl *tcpLane) setDeadline(c *Conn, what string, t time.Time) error {
+	var err error
+	switch what {
+	case "read":
+		err = tl.tc.SetReadDeadline(t)
+	case "write":
+		err = tl.tc.SetWriteDeadline(t)
+	default:
+		err = tl.tc.SetDeadline(t)
+	}
+	return c.mapErr(err)
+}

@@ -1,0 +1,453 @@
+package ucxnet
+
+// The kernel-TCP lane's listening side and its handshake (lane.go says
+// when a dial takes this lane; tcpconn.go is the conn side).
+//
+// A listener that may be dialed over kernel TCP listens on TCP too, only
+// where UCX's tcp transport would (Config.NetDevices / UCX_NET_DEVICES),
+// and publishes its endpoints in its registry entry (MetaTCP). Each TCP
+// connection starts with a preamble (docs/PROTOCOL.md, "Lanes"):
+//
+//	dialer:   magic "UCXNTCP\x01", flags (1: PSK), 0, dialer id u64,
+//	          name length u16, local name length u16, name, local name,
+//	          [challenge: nonceLen bytes, with a PSK]
+//	listener: magic, status, flags (1: PSK), listener id u64,
+//	          [challenge, with a PSK and status 0]
+//	with a PSK: dialer's proof (32 bytes); listener: status, [its proof]
+//
+// The proofs are the UCX lane's (authState: CPace), over the two ids.
+// Before a conn is authenticated it is bounded: tcpHandshakeTimeout for
+// the whole preamble, maxPreamble bytes, maxPendingTCP such conns per
+// listener; anything else is closed and counted (LaneStats).
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// tcpMagic opens every kernel-TCP lane preamble, both ways; its last byte
+// is the preamble version.
+const tcpMagic = "UCXNTCP\x01"
+
+// Preamble sizes and bounds.
+const (
+	tcpHelloFixed = len(tcpMagic) + 1 + 1 + 8 + 2 + 2 // dialer's fixed part
+	tcpReplyFixed = len(tcpMagic) + 1 + 1 + 8         // listener's fixed part
+	macLen        = 32
+	// maxPreamble is the most a dialer's preamble may hold.
+	maxPreamble = tcpHelloFixed + 2*255 + nonceLen
+	// maxPendingTCP bounds a listener's TCP conns whose preamble is not
+	// done; more are closed at once.
+	maxPendingTCP = 64
+)
+
+// tcpHandshakeTimeout bounds a TCP conn's whole preamble, both sides (a
+// variable for tests).
+var tcpHandshakeTimeout = 5 * time.Second
+
+// The listener's status byte.
+const (
+	tcpOK          = 0
+	tcpNoListener  = 1 // no listener of that name here
+	tcpNeedPSK     = 2 // the listener requires a pre-shared key
+	tcpBacklogFull = 3
+	tcpAuthFailed  = 4
+	tcpNoPSK       = 5 // the dialer proves a key, the listener has none
+)
+
+// tcpListener is a Listener's kernel-TCP side.
+type tcpListener struct {
+	l         *Listener
+	lns       []*net.TCPListener
+	endpoints []netip.AddrPort
+	timeout   time.Duration
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	pending   map[*net.TCPConn]struct{} // conns in their preamble
+	closed    bool
+}
+
+// openTCPLane starts l's TCP side if the lane is possible here; nil when
+// it is not (forced to UCX, UCX_TLS without tcp, no address to listen
+// on).
+func (l *Listener) openTCPLane() (*tcpListener, error) {
+	t := l.t
+	forced, _ := t.forcedLane()
+	if forced == LaneUCX || forced == "" && t.haveUCX() && !tcpEnabled(t.tlsValue()) {
+		return nil, nil
+	}
+	addrs, err := tcpListenAddrs(t.netDevices())
+	if err != nil || len(addrs) == 0 {
+		return nil, err
+	}
+	tl := &tcpListener{l: l, timeout: tcpHandshakeTimeout, pending: map[*net.TCPConn]struct{}{}}
+	port := "0"
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", net.JoinHostPort(a.bind, port))
+		if err != nil && port != "0" {
+			ln, err = net.Listen("tcp", net.JoinHostPort(a.bind, "0"))
+		}
+		if err != nil {
+			tl.close()
+			return nil, err
+		}
+		tln := ln.(*net.TCPListener)
+		tl.lns = append(tl.lns, tln)
+		ap := tln.Addr().(*net.TCPAddr).AddrPort()
+		_, port, _ = net.SplitHostPort(tln.Addr().String())
+		for _, p := range a.publish {
+			tl.endpoints = append(tl.endpoints, netip.AddrPortFrom(p, ap.Port()))
+		}
+	}
+	sortEndpoints(tl.endpoints)
+	for _, ln := range tl.lns {
+		tl.wg.Add(1)
+		go tl.acceptLoop(ln)
+	}
+	return tl, nil
+}
+
+// netDevices is the UCX_NET_DEVICES in force ("" when unset).
+func (t *Transport) netDevices() string {
+	if v, ok := t.cfg.UCX["NET_DEVICES"]; ok {
+		return v
+	}
+	return os.Getenv("UCX_NET_DEVICES")
+}
+
+// listenAddr is one address to bind and the addresses it publishes.
+type listenAddr struct {
+	bind    string
+	publish []netip.Addr
+}
+
+// tcpListenAddrs returns where to listen: every address (published one by
+// one) when devices is "" or "all", else the addresses of the network
+// interfaces devices names (RDMA devices, "mlx5_0:1", are skipped).
+func tcpListenAddrs(devices string) ([]listenAddr, error) {
+	devices = strings.TrimSpace(devices)
+	if devices == "" || devices == "all" {
+		ifs, err := net.Interfaces()
+		if err != nil {
+			return nil, err
+		}
+		var pub []netip.Addr
+		for _, ifc := range ifs {
+			pub = append(pub, ifaceAddrs(ifc)...)
+		}
+		if len(pub) == 0 {
+			return nil, nil
+		}
+		return []listenAddr{{bind: "", publish: pub}}, nil
+	}
+	var out []listenAddr
+	for _, d := range strings.Split(devices, ",") {
+		d = strings.TrimSpace(d)
+		if d == "" || strings.Contains(d, ":") {
+			continue
+		}
+		ifc, err := net.InterfaceByName(d)
+		if err != nil {
+			continue // UCX ignores a device it does not find too
+		}
+		for _, a := range ifaceAddrs(*ifc) {
+			out = append(out, listenAddr{bind: a.String(), publish: []netip.Addr{a}})
+		}
+	}
+	return out, nil
+}
+
+// ifaceAddrs is an up interface's unicast addresses a peer can dial
+// (link-local IPv6, which needs a zone, left out).
+func ifaceAddrs(ifc net.Interface) []netip.Addr {
+	if ifc.Flags&net.FlagUp == 0 {
+		return nil
+	}
+	as, err := ifc.Addrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(ipn.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		if ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() {
+			continue
+		}
+		out = append(out, ip)
+	}
+	return out
+}
+
+// close stops accepting, closes the conns still in their preamble and
+// waits for the accept loops and handshakes to end.
+func (tl *tcpListener) close() {
+	tl.mu.Lock()
+	tl.closed = true
+	for tc := range tl.pending {
+		tc.Close()
+	}
+	tl.mu.Unlock()
+	for _, ln := range tl.lns {
+		ln.Close()
+	}
+	tl.wg.Wait()
+}
+
+// acceptLoop accepts TCP conns and starts their handshakes.
+func (tl *tcpListener) acceptLoop(ln *net.TCPListener) {
+	defer tl.wg.Done()
+	var backoff time.Duration
+	for {
+		tc, err := ln.AcceptTCP()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || tl.isClosed() {
+				return
+			}
+			// EMFILE and the like: wait, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		if !tl.admit(tc) {
+			tl.l.t.lanes.overCap.Add(1)
+			resetTCP(tc)
+			continue
+		}
+		tl.wg.Add(1)
+		go tl.serve(tc)
+	}
+}
+
+func (tl *tcpListener) isClosed() bool {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.closed
+}
+
+// admit records a conn in its preamble; false if the listener is closed
+// or maxPendingTCP are already there.
+func (tl *tcpListener) admit(tc *net.TCPConn) bool {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.closed || len(tl.pending) >= maxPendingTCP {
+		return false
+	}
+	tl.pending[tc] = struct{}{}
+	return true
+}
+
+// done forgets a conn whose preamble ended.
+func (tl *tcpListener) done(tc *net.TCPConn) {
+	tl.mu.Lock()
+	delete(tl.pending, tc)
+	tl.mu.Unlock()
+}
+
+// resetTCP closes tc with a RST.
+func resetTCP(tc *net.TCPConn) {
+	_ = tc.SetLinger(0)
+	_ = tc.Close()
+}
+
+// serve runs a TCP conn's preamble and hands the conn to Accept.
+func (tl *tcpListener) serve(tc *net.TCPConn) {
+	defer tl.wg.Done()
+	c, err := tl.handshake(tc)
+	tl.done(tc)
+	if err != nil {
+		resetTCP(tc)
+		return
+	}
+	t := tl.l.t
+	if !t.lanes.add(c) || !tl.l.enqueue(c) {
+		t.lanes.remove(c)
+		t.stats.refused.Add(1)
+		resetTCP(tc)
+		return
+	}
+	t.stats.accepts.Add(1)
+}
+
+// tcpHello is a dialer's preamble.
+type tcpHello struct {
+	psk       bool
+	id        uint64
+	name      string
+	localName string
+	challenge []byte
+}
+
+// readTCPHello reads and checks a dialer's preamble.
+func readTCPHello(r io.Reader) (tcpHello, error) {
+	var h tcpHello
+	var fix [tcpHelloFixed]byte
+	if _, err := io.ReadFull(r, fix[:]); err != nil {
+		return h, err
+	}
+	if string(fix[:len(tcpMagic)]) != tcpMagic {
+		return h, errGarbage
+	}
+	b := fix[len(tcpMagic):]
+	flags := b[0]
+	h.psk = flags&1 != 0
+	h.id = binary.LittleEndian.Uint64(b[2:])
+	nl, ll := int(binary.LittleEndian.Uint16(b[10:])), int(binary.LittleEndian.Uint16(b[12:]))
+	if flags&^1 != 0 || b[1] != 0 || nl == 0 || nl > 255 || ll > 255 {
+		return h, errOversized
+	}
+	n := nl + ll
+	if h.psk {
+		n += nonceLen
+	}
+	rest := make([]byte, n)
+	if _, err := io.ReadFull(r, rest); err != nil {
+		return h, err
+	}
+	h.name, h.localName = string(rest[:nl]), string(rest[nl:nl+ll])
+	if !printable(h.name) || !printable(h.localName) {
+		return h, errGarbage
+	}
+	if h.psk {
+		h.challenge = rest[nl+ll:]
+	}
+	return h, nil
+}
+
+// printable reports whether s is printable ASCII without spaces.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// Preamble errors (counted in LaneStats).
+var (
+	errGarbage   = errors.New("not a ucxnet TCP preamble")
+	errOversized = errors.New("preamble fields out of bounds")
+)
+
+// appendTCPReply appends a listener's reply.
+func appendTCPReply(b []byte, status byte, psk bool, id uint64, challenge []byte) []byte {
+	b = append(b, tcpMagic...)
+	var flags byte
+	if psk {
+		flags = 1
+	}
+	b = append(b, status, flags)
+	b = binary.LittleEndian.AppendUint64(b, id)
+	return append(b, challenge...)
+}
+
+// handshake runs the listener's side of tc's preamble, within tl.timeout.
+func (tl *tcpListener) handshake(tc *net.TCPConn) (*Conn, error) {
+	t, l := tl.l.t, tl.l
+	_ = tc.SetDeadline(time.Now().Add(tl.timeout))
+	h, err := readTCPHello(tc)
+	if err != nil {
+		t.lanes.countPreambleErr(err)
+		return nil, err
+	}
+	id := t.lanes.newID()
+	refuse := func(status byte) error {
+		t.stats.refused.Add(1)
+		_, _ = tc.Write(appendTCPReply(nil, status, l.psk != nil, id, nil))
+		return errRefusedTCP
+	}
+	if h.name != l.addr.Name {
+		return nil, refuse(tcpNoListener)
+	}
+	if l.psk != nil && !h.psk {
+		t.stats.authFailures.Add(1)
+		return nil, refuse(tcpNeedPSK)
+	}
+	if l.psk == nil && h.psk {
+		t.stats.authFailures.Add(1)
+		return nil, refuse(tcpNoPSK)
+	}
+	if len(l.queue) == cap(l.queue) || l.isClosed() {
+		return nil, refuse(tcpBacklogFull)
+	}
+	c := newLaneConn(t, tc, l.addr, Addr{Name: h.localName}, reasonAcceptedTCP)
+	c.id = id
+	if l.psk == nil {
+		if _, err := tc.Write(appendTCPReply(nil, tcpOK, false, id, nil)); err != nil {
+			return nil, err
+		}
+		_ = tc.SetDeadline(time.Time{})
+		return c, nil
+	}
+	a := newListenAuth(l.psk, l.addr.Name, h.challenge, l)
+	if _, err := tc.Write(appendTCPReply(nil, tcpOK, true, id, a.nl)); err != nil {
+		return nil, err
+	}
+	mac := make([]byte, macLen)
+	if _, err := io.ReadFull(tc, mac); err != nil {
+		t.stats.authFailures.Add(1)
+		t.lanes.countPreambleErr(err)
+		return nil, err
+	}
+	if !a.verify(roleDialer, mac, h.id, id) {
+		t.stats.authFailures.Add(1)
+		_, _ = tc.Write([]byte{tcpAuthFailed})
+		return nil, errRefusedTCP
+	}
+	proof, err := a.proof(roleListener, h.id, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tc.Write(append([]byte{tcpOK}, proof...)); err != nil {
+		return nil, err
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// errRefusedTCP: the listener refused the preamble (and said so).
+var errRefusedTCP = errors.New("refused")
+
+// startTCPLane opens l's TCP side when the lane is possible and returns
+// meta with its endpoints added (a copy; meta is the application's).
+func (l *Listener) startTCPLane(meta map[string]string) (map[string]string, error) {
+	tl, err := l.openTCPLane()
+	if err != nil || tl == nil {
+		return meta, err
+	}
+	v := formatTCPEndpoints(tl.endpoints)
+	if v == "" {
+		tl.close()
+		return meta, nil
+	}
+	l.tcp = tl
+	out := make(map[string]string, len(meta)+1)
+	for k, x := range meta {
+		out[k] = x
+	}
+	out[MetaTCP] = v
+	return out, nil
+}
+
+// stopTCPLane closes l's TCP side, if any.
+func (l *Listener) stopTCPLane() {
+	if l.tcp != nil {
+		l.tcp.close()
+	}
+}
