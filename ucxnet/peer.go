@@ -56,6 +56,11 @@ type peer struct {
 	pongAt       int64
 	pingsDropped atomic.Uint64
 
+	// madeBy is the From of the CONNECT whose address made this peer (0:
+	// a dial made it, or a CONNECT whose sender was not known), under
+	// Transport.mu (see admit.go).
+	madeBy uintptr
+
 	// unflushed counts payload bytes UCX did not send at once (it keeps
 	// copies of them) since the last flush that bounded what UCX may hold
 	// for this peer (Conn.drainPeer).
@@ -169,13 +174,7 @@ func (p *peer) use(f func(ep engine.EP) error) error {
 // the engine goroutine, or Close).
 func (t *Transport) closePeer(p *peer, force bool) {
 	t.mu.Lock()
-	if t.peers[p.addr] == p {
-		delete(t.peers, p.addr)
-	}
-	if t.peersByEP[p.ep] == p {
-		delete(t.peersByEP, p.ep)
-	}
-	t.forgetFromLocked(p)
+	t.forgetPeerLocked(p)
 	t.mu.Unlock()
 	t.closeEP(p, force)
 }
@@ -192,34 +191,45 @@ func (t *Transport) closeEP(p *peer, force bool) {
 	_ = t.eng.CloseEP(p.ep, force)
 }
 
-// errTooManyPeers means a CONNECT would need one more endpoint without
-// conns than maxIdlePeers allows.
-var errTooManyPeers = errors.New("ucxnet: too many endpoints without conns")
+// errTooManyPeers means a CONNECT would need an endpoint beyond what
+// CONNECTs may make: one more without conns than maxIdlePeers allows, or
+// one over the admission budget (admit.go). The CONNECT is dropped
+// unanswered.
+var errTooManyPeers = errors.New("ucxnet: CONNECT over the endpoint budget")
 
 // errClaimedAddr means a CONNECT named the worker address of a peer whose
 // frames come from another endpoint than the CONNECT's.
 var errClaimedAddr = errors.New("ucxnet: CONNECT from another endpoint than the named worker's")
 
 // peerFor returns the peer for a packed worker address, creating its
-// endpoint on first use: for a dial (dial = true), or to answer a CONNECT,
-// in which case at most maxIdlePeers endpoints without conns may exist.
-// The engine validates the address before UCX sees it (UCX aborts the
-// process on a malformed one).
+// endpoint on first use: for a dial (dial = true), or to answer a CONNECT
+// whose sender is not known (a REFUSE), within the admission budget
+// (admit.go) and with at most maxIdlePeers endpoints without conns. The
+// engine validates the address before UCX sees it (UCX aborts the process
+// on a malformed one).
 func (t *Transport) peerFor(addr []byte, dial bool) (*peer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.peerForLocked(addr, dial)
+	return t.peerForLocked(addr, dial, 0)
 }
 
-func (t *Transport) peerForLocked(addr []byte, dial bool) (*peer, error) {
+// peerForLocked is peerFor under t.mu, for a CONNECT (dial = false) from
+// the endpoint from (0: not known).
+func (t *Transport) peerForLocked(addr []byte, dial bool, from uintptr) (*peer, error) {
 	if t.closed {
 		return nil, ErrTransportClosed
 	}
 	if p := t.peers[string(addr)]; p != nil {
 		return p, nil
 	}
-	if !dial && t.idlePeersLocked() >= maxIdlePeers {
-		return nil, errTooManyPeers
+	if !dial {
+		if t.idlePeersLocked() >= maxIdlePeers {
+			t.stats.connectsDropped.Add(1)
+			return nil, errTooManyPeers
+		}
+		if err := t.admitLocked(from); err != nil {
+			return nil, err
+		}
 	}
 	ep, err := t.eng.Connect(addr)
 	if err != nil {
@@ -230,6 +240,9 @@ func (t *Transport) peerForLocked(addr []byte, dial bool) (*peer, error) {
 	p.lastRecv.Store(now.UnixNano())
 	t.peers[p.addr] = p
 	t.peersByEP[ep] = p
+	if !dial {
+		t.madeLocked(p, from)
+	}
 	return p, nil
 }
 
@@ -250,7 +263,7 @@ func (t *Transport) idlePeersLocked() int {
 func (t *Transport) attach(addr []byte, c *Conn, dial bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p, err := t.peerForLocked(addr, dial)
+	p, err := t.peerForLocked(addr, dial, c.from)
 	if err != nil {
 		return err
 	}
@@ -357,9 +370,7 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 				grace = idleRefusedPeer
 			}
 			if now.Sub(p.idleSince) > grace {
-				delete(t.peers, p.addr)
-				delete(t.peersByEP, p.ep)
-				t.forgetFromLocked(p)
+				t.forgetPeerLocked(p)
 				idle = append(idle, p)
 			}
 			continue

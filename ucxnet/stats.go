@@ -14,7 +14,7 @@ type counters struct {
 	resetsRecv, protocolResets, peerFailures       atomic.Uint64
 	authFailures, stalledPeers                     atomic.Uint64
 	foreignFrames, pingsSent, keepAliveFailures    atomic.Uint64
-	idleClosed, queuedWrites                       atomic.Uint64
+	idleClosed, queuedWrites, connectsDropped      atomic.Uint64
 }
 
 // Stats are a Transport's counters.
@@ -50,6 +50,12 @@ type Stats struct {
 	// sent shortly after, coalesced with the conn's following small
 	// writes.
 	QueuedWrites uint64
+	// ConnectsDropped counts CONNECTs dropped unanswered because
+	// answering would have made an endpoint beyond the budget for
+	// endpoints made from CONNECTs' addresses: a second address named
+	// from one sender's endpoint, or one over the rate (see
+	// docs/RELIABILITY.md, issue 23 finding 2).
+	ConnectsDropped uint64
 }
 
 // Stats returns the transport's counters.
@@ -70,6 +76,6 @@ func (t *Transport) Stats() Stats {
 		InflightSends: es.Inflight, ZeroCopyFrames: es.ZCFrames, StalledPeers: s.stalledPeers.Load(),
 		ForeignFrames: s.foreignFrames.Load(), PingsSent: s.pingsSent.Load(),
 		KeepAliveFailures: s.keepAliveFailures.Load(), IdlePeersClosed: s.idleClosed.Load(),
-		QueuedWrites: s.queuedWrites.Load(),
+		QueuedWrites: s.queuedWrites.Load(), ConnectsDropped: s.connectsDropped.Load(),
 	}
 }

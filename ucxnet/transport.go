@@ -49,6 +49,7 @@ type Transport struct {
 	// peersByFrom finds a peer by the From of its frames (engine.Event),
 	// for frames that name no conn of ours (strayFrame).
 	peersByFrom map[uintptr]*peer
+	admit       admission // endpoints made from CONNECTs' addresses (admit.go)
 	listeners   map[string]*Listener
 	closed      bool
 	closing     chan struct{}
