@@ -32,10 +32,12 @@ type tlRule struct {
 	dev, iface []int
 }
 
-// Local-system address lengths (uct_iface_local_addr_base_t, or _ns_t in a
-// non-default namespace) that the shared-memory transports and tcp over
-// loopback pack as their device address.
-var localAddr = []int{8, 16}
+// Local-system address lengths (uct_iface_local_addr_base_t, 8 bytes, or
+// uct_iface_local_addr_ns_t with a namespace id in a non-default namespace:
+// 16 bytes up to UCX 1.21, 12 from 1.22, whose ucs_sys_ns_t is 32 bits) that the
+// shared-memory transports and tcp over loopback pack as their device
+// address.
+var localAddr = []int{8, 12, 16}
 
 // transportRules lists the UCX transports (1.13 to 1.22, src/uct) and the
 // lengths their iface_query reports. Each is keyed by its name's checksum
@@ -46,7 +48,7 @@ var transportRules = map[string]tlRule{
 	// tcp: uct_tcp_device_addr_t (flags, sa_family) followed by an IPv4 or
 	// IPv6 address, or by a local-system address over loopback; the iface
 	// address is the port.
-	"tcp": {dev: []int{2 + 4, 2 + 16, 2 + 8}, iface: []int{2}},
+	"tcp": {dev: []int{2 + 4, 2 + 16, 2 + 8, 2 + 12}, iface: []int{2}},
 	// Shared memory (mm): uct_mm_iface_addr_t (the fifo segment id), and
 	// for posix a md-specific part.
 	"posix": {dev: localAddr, iface: []int{8, 16}},
