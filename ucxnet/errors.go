@@ -28,8 +28,9 @@ var (
 	ErrTransportClosed = errors.New("ucxnet: transport closed")
 	// ErrUnsupported means this build of ucxnet has no UCX: it was built
 	// without cgo (CGO_ENABLED=0) or for an OS other than Linux. Such a
-	// build compiles, so that programs importing ucxnet build everywhere,
-	// but NewTransport, and so every Dial and Listen, fail with it.
+	// build's transports run the kernel-TCP lane alone (Listen and Dial
+	// work; see Config.Lane); NewTransport fails with it only when the
+	// UCX lane is forced.
 	ErrUnsupported = progress.ErrUnsupported
 )
 

@@ -161,7 +161,10 @@ func (t *Transport) tlsValue() string {
 }
 
 // haveUCX reports whether this transport runs UCX.
-func (t *Transport) haveUCX() bool { return t.eng != nil }
+func (t *Transport) haveUCX() bool {
+	_, none := t.eng.(noUCX)
+	return t.eng != nil && !none
+}
 
 // laneFor gathers the facts about entry e and decides the lane to it; the
 // endpoints are the TCP endpoints to try, in order.

@@ -25,6 +25,14 @@ import (
 // else a transport may start), the runtime's and the testing package's.
 // Every transport a test creates is still checked.
 func TestMain(m *testing.M) {
+	if dt, err := DefaultTransport(); err == nil && !dt.haveUCX() {
+		// A build without UCX: the kernel-TCP lane's tests, the test of
+		// that build and the conn tests over the in-memory engine apply.
+		fmt.Fprintln(os.Stderr, "ucxnet tests: built without UCX, so only TestUnsupportedBuild, TestLane*, TestTCPLane* and TestMem* run")
+		flag.Set("test.run", "^(TestUnsupportedBuild|TestLane.*|TestTCPLane.*|TestMem.*)$")
+		goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
+		return
+	}
 	if _, err := DefaultTransport(); err != nil {
 		if errors.Is(err, ErrUnsupported) {
 			// A build without UCX: the test of that build and the conn

@@ -30,6 +30,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ucxnet/ucxnet/internal/progress"
 )
 
 // tcpMagic opens every kernel-TCP lane preamble, both ways; its last byte
@@ -82,6 +84,9 @@ func (l *Listener) openTCPLane() (*tcpListener, error) {
 	forced, _ := t.forcedLane()
 	if forced == LaneUCX || forced == "" && t.haveUCX() && !tcpEnabled(t.tlsValue()) {
 		return nil, nil
+	}
+	if _, real := t.eng.(*progress.Engine); forced == "" && !real && t.haveUCX() {
+		return nil, nil // the in-memory engine of tests: its conns stay on it unless forced
 	}
 	addrs, err := tcpListenAddrs(t.netDevices())
 	if err != nil || len(addrs) == 0 {

@@ -76,6 +76,9 @@ type Transport struct {
 func NewTransport(cfg Config) (*Transport, error) {
 	return newTransport(cfg, func(cfg Config, h engine.Handler) (engine.Engine, error) {
 		eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin, SpinMax: cfg.SpinMax}, h)
+		if err != nil && errors.Is(err, ErrUnsupported) {
+			return startNoUCX(cfg, err) // kernel TCP only (noucx.go)
+		}
 		if err != nil {
 			hint := ""
 			if tls, set := os.LookupEnv("UCX_TLS"); set {

@@ -7,19 +7,20 @@ import (
 	"testing"
 )
 
-// Without cgo (or off Linux) ucxnet builds, and every entry point fails
-// with ErrUnsupported.
+// Without cgo (or off Linux) ucxnet builds, and its transports run the
+// kernel-TCP lane alone (noucx.go); forcing the UCX lane fails with
+// ErrUnsupported.
 func TestUnsupportedBuild(t *testing.T) {
-	_, err := NewTransport(Config{})
-	if !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("NewTransport: %v, want ErrUnsupported", err)
+	tr, err := NewTransport(Config{})
+	if err != nil {
+		t.Fatalf("NewTransport: %v", err)
 	}
-	_, err = Dial(Network, "anything")
-	if !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("Dial: %v, want ErrUnsupported", err)
+	defer tr.Close()
+	if tr.haveUCX() {
+		t.Fatal("a transport without UCX says it has UCX")
 	}
-	_, err = Listen(Network, "anything")
+	_, err = NewTransport(Config{Lane: LaneUCX})
 	if !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("Listen: %v, want ErrUnsupported", err)
+		t.Fatalf("NewTransport with the UCX lane forced: %v, want ErrUnsupported", err)
 	}
 }
