@@ -2,6 +2,7 @@ package ucxnet
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,4 +76,33 @@ func TestLaneParseEndpoints(t *testing.T) {
 	require.Error(t, checkLane("rdma"))
 	_, err := NewTransport(Config{Lane: "bogus"})
 	require.Error(t, err)
+}
+
+// In one process (one host) the auto lane is UCX, for shared memory, or
+// because UCX_TLS is set; the listener publishes its TCP endpoint all the
+// same (where UCX's tcp would listen).
+func TestLaneAutoSameHost(t *testing.T) {
+	if !haveUCXBuild() {
+		t.Skip("a build without UCX")
+	}
+	p := newPair(t, Config{})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	lane, why := c.(*Conn).Lane()
+	t.Logf("lane %s: %s; transports %v", lane, why, c.(*Conn).Transports())
+	require.Equal(t, LaneUCX, lane)
+	info, err := p.client.LaneTo(p.ln.Addr().String())
+	require.NoError(t, err)
+	require.Equal(t, LaneUCX, info.Lane)
+	require.Equal(t, why, info.Reason)
+	if _, set := os.LookupEnv("UCX_TLS"); set {
+		require.Equal(t, reasonUCXTLS, why)
+		return
+	}
+	require.Equal(t, reasonSharedMemory, why)
+	o, err := progress.Offer(p.client.WorkerAddress())
+	require.NoError(t, err)
+	require.True(t, o.SharedMemory && o.TCP, "%v", o.Transports)
+	require.NotEmpty(t, info.Endpoints)
 }
