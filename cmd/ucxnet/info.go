@@ -32,8 +32,10 @@ addresses this process listens on: UCX's tcp transport listens on every
 interface it may use, so any host that can reach one of them can connect
 to the worker. --net-devices (UCX_NET_DEVICES) restricts the devices.
 
-With NAME it also resolves NAME in the registry, prints the entry, dials it
-and prints which UCX transports carry the conn, then closes the conn.`,
+With NAME it also resolves NAME in the registry, prints the entry and the
+lane a dial takes (UCX, or a kernel TCP connection where UCX would only
+have tcp) and why, dials it and prints which transports carry the conn,
+then closes the conn.`,
 	Setup: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 		timeout := fs.Duration("timeout", 10*time.Second, "dial `timeout` for NAME")
 		netDevices := fs.String("net-devices", "", netDevicesUsage)
@@ -154,6 +156,12 @@ func probe(ctx context.Context, sio *stdio, t *ucxnet.Transport, reg registry.Re
 		printEntry(w, e, "    ")
 	}
 
+	if li, err := t.LaneTo(name); err == nil {
+		fmt.Fprintf(w, "  lane a dial takes: %s (%s)\n", orNone(li.Lane), li.Reason)
+		if len(li.Endpoints) > 0 {
+			fmt.Fprintf(w, "  kernel-TCP endpoints: %s\n", strings.Join(li.Endpoints, " "))
+		}
+	}
 	d := ucxnet.Dialer{Timeout: timeout, Transport: t}
 	start := time.Now()
 	nc, err := d.DialContext(ctx, "ucx", name)
@@ -165,6 +173,8 @@ func probe(ctx context.Context, sio *stdio, t *ucxnet.Transport, reg registry.Re
 	c := nc.(*ucxnet.Conn)
 	fmt.Fprintf(w, "  dial: ok in %v (local %s, remote %s)\n", rtt.Round(time.Microsecond), c.LocalAddr(), c.RemoteAddr())
 	fmt.Fprintf(w, "  transports: %s\n", strings.Join(c.Transports(), " "))
+	lane, why := c.Lane()
+	fmt.Fprintf(w, "  lane: %s (%s)\n", lane, why)
 	// Close gracefully: FIN, then give the listener a moment to answer
 	// with its own (a conn still waiting for the peer's FIN is reset by
 	// Transport.Close), and to read our FIN before this process exits.
@@ -174,6 +184,14 @@ func probe(ctx context.Context, sio *stdio, t *ucxnet.Transport, reg registry.Re
 	c.Close()
 	closeTransport(t, time.Second)
 	return nil
+}
+
+// orNone is s, or "none" when empty.
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func printEntry(w io.Writer, e registry.Entry, indent string) {

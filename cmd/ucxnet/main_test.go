@@ -272,7 +272,7 @@ func TestInfoName(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("info info-test: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, s := range []string{"resolves:", "pid:", "address:", "dial: ok", "transports: "} {
+	for _, s := range []string{"resolves:", "pid:", "address:", "dial: ok", "transports: ", "lane a dial takes: ", "lane: "} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("info info-test lacks %q:\n%s", s, r.stdout)
 		}
