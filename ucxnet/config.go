@@ -160,6 +160,9 @@ func ucxSettings(user map[string]string) []progress.Setting {
 		if _, set := user[s.Name]; set {
 			continue
 		}
+		if seg != nil {
+			s.Name = seg.modifyName()
+		}
 		out = append(out, s)
 	}
 	keys := make([]string, 0, len(user))
@@ -172,7 +175,7 @@ func ucxSettings(user map[string]string) []progress.Setting {
 		if seg := segmentNamed(k); seg != nil {
 			// UCX ignores some segment names through ucp_config_modify
 			// (see segments.go): pass the one it honours.
-			name = seg.names[0]
+			name = seg.modifyName()
 		}
 		out = append(out, progress.Setting{Name: name, Value: user[k]})
 	}

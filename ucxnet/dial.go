@@ -117,6 +117,9 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		c.keepAlive = d.KeepAlive
 	}
 	c.auth = newDialAuth(psk, e.Name)
+	if why := t.releaseClash(e); why != "" {
+		return nil, opErr(withDetail(ErrRefused, "%s", why))
+	}
 	if err := t.attach(e.Address, c, true); err != nil {
 		if err == ErrTransportClosed {
 			return nil, opErr(err)

@@ -104,6 +104,20 @@ func (l segLimits) limit(k pathKind) int {
 // 64 KiB.
 const networkFrame = 64<<10 - 1024
 
+// modifyName returns the name under which ucp_config_modify sets s in the
+// UCX release loaded: names[0], except that since UCX 1.21
+// ucp_config_modify refuses a name that is no component's whole setting
+// name (UCS_ERR_INVALID_PARAM, and the worker fails to start), such as
+// RX_SEG_SIZE, and honours TCP_RX_SEG_SIZE, which 1.13 ignores there.
+func (s *segment) modifyName() string {
+	if s == &tcpSegment {
+		if maj, min, ok := majorMinor(UCX().Version); ok && (maj > 1 || min >= 21) {
+			return "TCP_RX_SEG_SIZE"
+		}
+	}
+	return s.names[0]
+}
+
 // segmentNamed returns the segment a UCX setting sizes, or nil.
 func segmentNamed(name string) *segment {
 	for _, s := range []*segment{&shmSegment, &tcpSegment} {

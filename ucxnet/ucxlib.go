@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,4 +94,59 @@ func logUnusableAddress(peerUCX string, err error) {
 	}
 	slog.Warn("ucxnet: a dialer's UCX worker address is not one this process can take; its dials go unanswered",
 		"peer_ucx", peerUCX, "ucx", ours, "err", err)
+}
+
+// releaseClash says why this process must not dial the listener of entry
+// e over UCX, or "". UCX 1.22 packs the tcp transport's loopback device
+// address with a 12-byte namespace id where earlier releases pack 16 bytes
+// (ucs_sys_ns_t went from ino_t to 32 bits), and an earlier release
+// misreads it: a listener of UCX 1.21 or older that has nothing but tcp
+// over loopback in common with a 1.22 dialer finds no lane to it and
+// aborts in its wireup (ucp_worker.inl "cfg_index != NULL" assertion,
+// measured with 1.13.1 and 1.18.1). Over shared memory, and over tcp on
+// other interfaces, the pair works, and so does the other direction.
+func (t *Transport) releaseClash(e registry.Entry) string {
+	tls, tlsSet := os.LookupEnv("UCX_TLS")
+	devs := t.netDevices()
+	_, _, host := registry.CurrentProcess()
+	if !loopbackTCPClash(UCX().Version, listenerRelease(e), e.Host == host, tlsSet && !sharedMemoryEnabled(tls), devs) {
+		return ""
+	}
+	return fmt.Sprintf("the listener runs UCX %s and this process UCX %s: with only tcp over loopback between them (UCX_TLS=%s, UCX_NET_DEVICES=%q), UCX 1.21 and older misread UCX 1.22's loopback address and abort; allow shared memory in UCX_TLS or use another interface", listenerRelease(e), UCX().Version, tls, devs)
+}
+
+// listenerRelease is the UCX release a registry entry's listener runs:
+// from its meta, else from its address ("1.15" for an address of a release
+// before 1.16, which packs none); "" if unknown.
+func listenerRelease(e registry.Entry) string {
+	if v := e.Meta[MetaUCXRelease]; v != "" {
+		return v
+	}
+	if v := progress.AddressRelease(e.Address); v != "" {
+		return v
+	}
+	if progress.ValidAddress(e.Address) {
+		return "1.15"
+	}
+	return ""
+}
+
+// loopbackTCPClash is releaseClash's rule: a dialer of UCX 1.22 or later,
+// a listener of 1.21 or earlier on the same host, no shared memory allowed,
+// and loopback among the devices UCX may use.
+func loopbackTCPClash(ours, theirs string, sameHost, tcpOnly bool, netDevices string) bool {
+	omaj, omin, ok1 := majorMinor(ours)
+	tmaj, tmin, ok2 := majorMinor(theirs)
+	if !ok1 || !ok2 || !sameHost || !tcpOnly || omaj != 1 || tmaj != 1 || omin < 22 || tmin >= 22 {
+		return false
+	}
+	if netDevices == "" || netDevices == "all" {
+		return true
+	}
+	for _, d := range strings.Split(netDevices, ",") {
+		if strings.TrimSpace(d) == "lo" || strings.HasPrefix(strings.TrimSpace(d), "lo:") {
+			return true
+		}
+	}
+	return false
 }

@@ -14,3 +14,7 @@ func LibraryPath() string { return cucx.LibraryPath() }
 // address, as far as the address says (releases from 1.16 on); "" if it
 // does not say or is not an address this build can take.
 func AddressRelease(addr []byte) string { return cucx.AddressRelease(addr) }
+
+// ValidAddress reports whether addr is a packed worker address this build
+// can take (cucx.ValidateAddress).
+func ValidAddress(addr []byte) bool { return cucx.ValidateAddress(addr) == nil }
