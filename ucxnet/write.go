@@ -93,7 +93,8 @@ func (c *Conn) Write(b []byte) (int, error) {
 		small := chunk <= min(frame, coalesceMax)/2
 		if c.peer.unflushed.Load() >= peerBufferMax/4 && c.t.eng.Buffered() >= peerBufferMax ||
 			small && sp.kind == pathSharedMemory && c.backlog() >= shmSmallBacklog ||
-			sp.kind == pathTCP && c.backlog() >= tcpBacklog {
+			sp.kind == pathTCP && c.backlog() >= tcpBacklog ||
+			c.t.eng.Buffered() >= processBacklog && c.backlog() > 0 {
 			if err := c.drainPeer(dl); err != nil {
 				if err == os.ErrDeadlineExceeded || err == net.ErrClosed {
 					return n, c.opErr("write", err)
@@ -206,6 +207,14 @@ const shmSmallBacklog = 1 << 20
 // 3.5 ms: that row went from 0.15× Go's TCP to 0.35× with this bound
 // and the buffer pool's (PERFORMANCE.md §13).
 const tcpBacklog = 8 << 20
+
+// processBacklog bounds what UCX holds in sends it could not start, to
+// all peers together: once it holds that much, a write to a peer it holds
+// any for waits for them (drainPeer). The bounds above are per peer, and
+// 8 peers that grant a window and never drain held 8 of them (64 MiB over
+// tcp, 128 MiB over shared memory); a peer that drains costs its writers
+// only a flush while the process is over it.
+const processBacklog = 32 << 20
 
 // backlog returns what UCX holds in sends to c's peer that it could not
 // start.
