@@ -225,6 +225,7 @@ func (t *Transport) failPeer(p *peer, why string) { t.failPeerClose(p, why, true
 // failPeerClose fails every conn to p and closes p's endpoint, forced or
 // not.
 func (t *Transport) failPeerClose(p *peer, why string, force bool) {
+	smWatch.notePeerFailure(time.Now())
 	t.mu.Lock()
 	conns := make([]*Conn, 0, len(p.conns))
 	for _, c := range p.conns {

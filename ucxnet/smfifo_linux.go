@@ -14,7 +14,9 @@ package ucxnet
 // keepalive.
 //
 // smWatch notices such a slot — the first unpublished one, the same one
-// for stuckAfter while the engine goes on progressing — and publishes it as
+// for stuckAfter while the engine goes on progressing, with a peer of this
+// process failing (UCX's or ucxnet's keepalive) since shortly before the
+// slot was first seen stuck — and publishes it as
 // an empty inline message (a UCP single-fragment AM for ucxnet's AM id with
 // no header, which the dispatcher drops as a bad frame), so that the
 // receiver moves past it. It reads and writes only the FIFO's control block
@@ -30,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,6 +52,7 @@ const (
 	smCheckEvery   = 100 * time.Millisecond
 	smRescanEvery  = 5 * time.Second
 	smStuckAfter   = 500 * time.Millisecond
+	smFailureSlack = time.Second // a failure this long before the slot was first seen stuck still counts
 	smFifoSegBytes = mmCtlSize + mmFifoSize*mmElemSize
 )
 
@@ -68,7 +72,16 @@ type smWatcher struct {
 	fifos    []uint64 // addresses of this process's receive FIFOs
 	stuck    map[uint64]smStuck
 	repaired uint64 // slots published (for tests)
+	// lastFailure is when a peer of this process last failed
+	// (UnixNano): a slot is repaired only once some peer failed after it
+	// got stuck, so that a sender that is merely slow or stopped (a
+	// debugger), which would later finish its write into the slot, is
+	// not overwritten while nothing says a sender died.
+	lastFailure atomic.Int64
 }
+
+// notePeerFailure records that a peer failed now (any Transport).
+func (w *smWatcher) notePeerFailure(now time.Time) { w.lastFailure.Store(now.UnixNano()) }
 
 var smWatch = &smWatcher{off: smFifoTuned(), stuck: map[uint64]smStuck{}}
 
@@ -131,7 +144,7 @@ func (w *smWatcher) check(mem *os.File, addr uint64, now time.Time) {
 		switch {
 		case !seen || s.index != i:
 			w.stuck[addr] = smStuck{index: i, since: now}
-		case now.Sub(s.since) >= smStuckAfter:
+		case now.Sub(s.since) >= smStuckAfter && w.lastFailure.Load() >= s.since.Add(-smFailureSlack).UnixNano():
 			if smPublish(mem, addr, i) {
 				w.repaired++
 			}

@@ -12,4 +12,6 @@ var smWatch = &smWatcher{}
 
 func (w *smWatcher) tick(time.Time) {}
 
+func (w *smWatcher) notePeerFailure(time.Time) {}
+
 func (w *smWatcher) repairs() uint64 { return w.repaired }
