@@ -96,8 +96,13 @@ func TestLaneAutoSameHost(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, LaneUCX, info.Lane)
 	require.Equal(t, why, info.Reason)
-	if _, set := os.LookupEnv("UCX_TLS"); set {
-		require.Equal(t, reasonUCXTLS, why)
+	if tls, set := os.LookupEnv("UCX_TLS"); set {
+		if tcpEnabled(tls) {
+			require.Equal(t, reasonUCXTLS, why)
+		} else {
+			require.Equal(t, reasonNoTCPPeer, why, "UCX_TLS without tcp keeps the listener off TCP")
+			require.Empty(t, info.Endpoints)
+		}
 		return
 	}
 	require.Equal(t, reasonSharedMemory, why)

@@ -73,6 +73,9 @@ type tcpListener struct {
 	wg        sync.WaitGroup
 	mu        sync.Mutex
 	pending   map[*net.TCPConn]struct{} // conns in their preamble
+	// reserved counts backlog places held for conns told OK but not yet
+	// queued: the dialer's dial returns at the OK.
+	reserved int
 	closed    bool
 }
 
@@ -257,6 +260,26 @@ func (tl *tcpListener) admit(tc *net.TCPConn) bool {
 	return true
 }
 
+// reserve holds a backlog place for a conn about to be told OK; false if
+// the backlog is full or the listener closed.
+func (tl *tcpListener) reserve() bool {
+	l := tl.l
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.closed || l.isClosed() || len(l.queue)+tl.reserved >= cap(l.queue) {
+		return false
+	}
+	tl.reserved++
+	return true
+}
+
+// unreserve gives back a place reserve held.
+func (tl *tcpListener) unreserve() {
+	tl.mu.Lock()
+	tl.reserved--
+	tl.mu.Unlock()
+}
+
 // done forgets a conn whose preamble ended.
 func (tl *tcpListener) done(tc *net.TCPConn) {
 	tl.mu.Lock()
@@ -280,7 +303,9 @@ func (tl *tcpListener) serve(tc *net.TCPConn) {
 		return
 	}
 	t := tl.l.t
-	if !t.lanes.add(c) || !tl.l.enqueue(c) {
+	ok := t.lanes.add(c) && tl.l.enqueue(c)
+	tl.unreserve()
+	if !ok {
 		t.lanes.remove(c)
 		t.stats.refused.Add(1)
 		resetTCP(tc)
@@ -363,7 +388,7 @@ func appendTCPReply(b []byte, status byte, psk bool, id uint64, challenge []byte
 }
 
 // handshake runs the listener's side of tc's preamble, within tl.timeout.
-func (tl *tcpListener) handshake(tc *net.TCPConn) (*Conn, error) {
+func (tl *tcpListener) handshake(tc *net.TCPConn) (_ *Conn, err error) {
 	t, l := tl.l.t, tl.l
 	_ = tc.SetDeadline(time.Now().Add(tl.timeout))
 	h, err := readTCPHello(tc)
@@ -388,9 +413,14 @@ func (tl *tcpListener) handshake(tc *net.TCPConn) (*Conn, error) {
 		t.stats.authFailures.Add(1)
 		return nil, refuse(tcpNoPSK)
 	}
-	if len(l.queue) == cap(l.queue) || l.isClosed() {
+	if !tl.reserve() {
 		return nil, refuse(tcpBacklogFull)
 	}
+	defer func() {
+		if err != nil {
+			tl.unreserve()
+		}
+	}()
 	c := newLaneConn(t, tc, l.addr, Addr{Name: h.localName}, reasonAcceptedTCP)
 	c.id = id
 	if l.psk == nil {

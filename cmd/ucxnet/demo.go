@@ -149,6 +149,8 @@ func runDemo(ctx context.Context, sio *stdio, o demoOptions) (err error) {
 	first := conns[0]
 	mu.Unlock()
 	fmt.Fprintf(w, "  client conn %s -> %s: UCX transports %s\n", first.LocalAddr(), first.RemoteAddr(), fmtTransports(first.Transports()))
+	lane, why := first.Lane()
+	fmt.Fprintf(w, "  lane: %s (%s)\n", lane, why)
 	fmt.Fprintf(w, "  server conn (as the server reports it): UCX transports %s\n", fmtTransports(strings.Fields(resp.Header.Get(headerTransports))))
 
 	// 2. A large POST echoed back.
