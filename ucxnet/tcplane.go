@@ -76,7 +76,7 @@ type tcpListener struct {
 	// reserved counts backlog places held for conns told OK but not yet
 	// queued: the dialer's dial returns at the OK.
 	reserved int
-	closed    bool
+	closed   bool
 }
 
 // openTCPLane starts l's TCP side if the lane is possible here; nil when
