@@ -225,7 +225,7 @@ func TestSegments(t *testing.T) {
 	if ok {
 		require.Equal(t, "33024", v)
 	}
-	v, ok = has(ucxSettings(nil), "RX_SEG_SIZE")
+	v, ok = has(ucxSettings(nil), tcpSegment.modifyName()) // RX_SEG_SIZE, TCP_RX_SEG_SIZE since UCX 1.21
 	require.Equal(t, tcpEnabled(tls), ok)
 	if ok {
 		require.Equal(t, "1049600", v)
@@ -235,7 +235,7 @@ func TestSegments(t *testing.T) {
 	user := map[string]string{"SYSV_SEG_SIZE": "8256", "TCP_RX_SEG_SIZE": "64k"}
 	v, _ = has(ucxSettings(user), "MM_SEG_SIZE")
 	require.Equal(t, "8256", v, "the user's segment size wins")
-	v, _ = has(ucxSettings(user), "RX_SEG_SIZE")
+	v, _ = has(ucxSettings(user), tcpSegment.modifyName())
 	require.Equal(t, "64k", v, "the user's segment size wins")
 	require.Equal(t, 8000, shmSegment.frame(user))
 	require.Equal(t, 63<<10, tcpSegment.frame(user))
@@ -269,7 +269,7 @@ func TestSegments(t *testing.T) {
 		_, ok = has(ss, alias)
 		require.Equal(t, alias == "MM_SEG_SIZE", ok, alias)
 	}
-	v, ok = has(ucxSettings(map[string]string{"TCP_RX_SEG_SIZE": "256k"}), "RX_SEG_SIZE")
+	v, ok = has(ucxSettings(map[string]string{"TCP_RX_SEG_SIZE": "256k"}), tcpSegment.modifyName())
 	require.True(t, ok)
 	require.Equal(t, "256k", v)
 }

@@ -51,9 +51,9 @@ var transportRules = map[string]tlRule{
 	"tcp": {dev: []int{2 + 4, 2 + 16, 2 + 8, 2 + 12}, iface: []int{2}},
 	// Shared memory (mm): uct_mm_iface_addr_t (the fifo segment id), and
 	// for posix a md-specific part.
-	"posix": {dev: localAddr, iface: []int{8, 16}},
+	"posix": {dev: localAddr, iface: []int{8, 12, 16}},
 	"sysv":  {dev: localAddr, iface: []int{8}},
-	"xpmem": {dev: localAddr, iface: []int{8, 16}},
+	"xpmem": {dev: localAddr, iface: []int{8, 12, 16}},
 	// Single-copy: cma packs the pid (and a namespace id), knem nothing.
 	"cma":  {dev: localAddr, iface: []int{4, 8, 12, 16}},
 	"knem": {dev: localAddr, iface: []int{0}},
