@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/registry"
 )
 
 // tcpMagic opens every kernel-TCP lane preamble, both ways; its last byte
@@ -477,6 +478,16 @@ func (l *Listener) startTCPLane(meta map[string]string) (map[string]string, erro
 		out[k] = x
 	}
 	out[MetaTCP] = v
+	size := 0
+	for k, x := range out {
+		size += len(k) + len(x)
+	}
+	if size > registry.MaxMetaBytes || len(out) > registry.MaxMetaKeys {
+		// No room next to the application's meta: UCX only, as before.
+		l.tcp = nil
+		tl.close()
+		return meta, nil
+	}
 	return out, nil
 }
 

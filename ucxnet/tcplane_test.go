@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -376,4 +377,35 @@ func TestTCPLaneAttackPendingCap(t *testing.T) {
 func haveUCXBuild() bool {
 	dt, err := DefaultTransport()
 	return err == nil && dt.haveUCX()
+}
+
+// A listener whose application meta leaves no room for MetaTCP still
+// listens (UCX only, as before the lane existed), and publishes no TCP
+// endpoint; an application's own "tcp" key is replaced.
+func TestTCPLaneMetaFull(t *testing.T) {
+	if !haveUCXBuild() {
+		t.Skip("a build without UCX has no other lane")
+	}
+	tr, err := NewTransport(Config{Registry: registry.NewMemory(), Lane: LaneAuto})
+	require.NoError(t, err)
+	defer tr.Close()
+	big := map[string]string{"big": strings.Repeat("x", registry.MaxMetaBytes-20)}
+	lc := ListenConfig{Transport: tr, Meta: big}
+	ln, err := lc.Listen(t.Context(), Network, "")
+	require.NoError(t, err)
+	defer ln.Close()
+	require.Nil(t, ln.(*Listener).tcp)
+	e, err := tr.reg.Resolve(t.Context(), ln.Addr().String())
+	require.NoError(t, err)
+	require.NotContains(t, e.Meta, MetaTCP)
+
+	lc = ListenConfig{Transport: tr, Meta: map[string]string{MetaTCP: "10.9.9.9:1"}}
+	ln2, err := lc.Listen(t.Context(), Network, "")
+	require.NoError(t, err)
+	defer ln2.Close()
+	e, err = tr.reg.Resolve(t.Context(), ln2.Addr().String())
+	require.NoError(t, err)
+	if ln2.(*Listener).tcp != nil {
+		require.NotEqual(t, "10.9.9.9:1", e.Meta[MetaTCP])
+	}
 }
