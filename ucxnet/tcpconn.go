@@ -125,8 +125,17 @@ func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.A
 	var tc *net.TCPConn
 	var lastErr error
 	var d net.Dialer
-	for _, ap := range eps {
-		nc, err := d.DialContext(ctx, "tcp", ap.String())
+	for i, ap := range eps {
+		// Each endpoint gets a share of the time left (as net.Dialer
+		// does for a name's addresses): one that drops SYNs must not
+		// take it all.
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if dl, ok := ctx.Deadline(); ok && i < len(eps)-1 {
+			share := max(time.Until(dl)/time.Duration(len(eps)-i), 2*time.Second)
+			actx, cancel = context.WithTimeout(ctx, share)
+		}
+		nc, err := d.DialContext(actx, "tcp", ap.String())
+		cancel()
 		if err == nil {
 			tc = nc.(*net.TCPConn)
 			break
