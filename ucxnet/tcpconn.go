@@ -176,9 +176,12 @@ func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.A
 func (c *Conn) dialPreamble(name string, psk []byte) error {
 	tc := c.lane.tc
 	a := newDialAuth(psk, name)
-	local := c.laddr.Name
-	if len(local) > 255 {
-		local = local[:255]
+	local := []byte(c.laddr.Name) // printable ASCII, at most 255 bytes, as the listener checks
+	local = local[:min(len(local), 255)]
+	for i, b := range local {
+		if b <= ' ' || b > '~' {
+			local[i] = '_'
+		}
 	}
 	b := make([]byte, 0, maxPreamble)
 	b = append(b, tcpMagic...)

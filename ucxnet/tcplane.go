@@ -299,6 +299,10 @@ func (tl *tcpListener) serve(tc *net.TCPConn) {
 	defer tl.wg.Done()
 	c, err := tl.handshake(tc)
 	tl.done(tc)
+	if err == errRefusedTCP {
+		_ = tc.Close() // after the status byte: FIN, so that it is read
+		return
+	}
 	if err != nil {
 		resetTCP(tc)
 		return

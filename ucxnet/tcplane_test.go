@@ -409,3 +409,13 @@ func TestTCPLaneMetaFull(t *testing.T) {
 		require.NotEqual(t, "10.9.9.9:1", e.Meta[MetaTCP])
 	}
 }
+
+// A dialing transport whose name has spaces and non-ASCII bytes still
+// dials: its local name goes out as printable ASCII.
+func TestTCPLaneOddLocalName(t *testing.T) {
+	p := newTCPLanePair(t, Config{Name: "my app é\tx"})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	require.True(t, printable(s.RemoteAddr().String()), "%q", s.RemoteAddr())
+}
