@@ -311,7 +311,7 @@ func (c *Conn) SetLinger(sec int) error {
 // then io.EOF. Reading goes on.
 func (c *Conn) CloseWrite() error {
 	if c.lane != nil {
-		return c.mapErr(c.lane.tc.CloseWrite())
+		return c.lane.closeWrite(c)
 	}
 	c.mu.Lock()
 	if c.closed {

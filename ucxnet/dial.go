@@ -105,7 +105,11 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		return nil, opErr(lane.err)
 	}
 	if lane.lane == LaneTCP {
-		c, err := t.dialTCP(ctx, e, eps, psk, raddr, lane.reason)
+		ka := t.cfg.KeepAlive
+		if d.KeepAlive != 0 {
+			ka = d.KeepAlive
+		}
+		c, err := t.dialTCP(ctx, e, eps, psk, raddr, lane.reason, ka)
 		if err != nil {
 			return nil, opErr(err)
 		}

@@ -85,7 +85,7 @@ func TestLaneAutoSameHost(t *testing.T) {
 	if !haveUCXBuild() {
 		t.Skip("a build without UCX")
 	}
-	p := newPair(t, Config{})
+	p := newPair(t, Config{Lane: LaneAuto}) // whatever UCXNET_LANE says
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()

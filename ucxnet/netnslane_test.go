@@ -179,6 +179,45 @@ func TestNetnsLane(t *testing.T) {
 	}
 }
 
+// TestNetnsLaneLinkDown: a kernel-TCP lane conn across the veth whose link
+// goes down fails with ECONNRESET within a few seconds (keepalive and
+// TCP_USER_TIMEOUT from Config.KeepAlive), as a UCX-lane conn does; a new
+// conn works once the link is back.
+func TestNetnsLaneLinkDown(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare (util-linux): ", err)
+	}
+	e := setupNetns(t)
+	for _, ns := range []string{e.nsS, e.nsC} {
+		// The kernel's default (about 15 minutes of retransmissions), not
+		// setupNetns's 4: only the lane's own bound may end the conn.
+		netnsRun(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.tcp_retries2=15")
+	}
+	srv := e.startHost(t, e.nsS, e.vethS, "TestHelperProcess", childEnv+"=echo-lane")
+	srv.expect(t, "ready", 20*time.Second)
+	cli := e.startHost(t, e.nsC, e.vethC, "TestNetnsClientHelper", netnsClientEnv+"=echo-lane", netnsModeEnv+"=linkdown")
+	cli.expect(t, "flowing", 20*time.Second)
+	netnsRun(t, "ip", "-n", e.nsS, "link", "set", e.vethS, "down")
+	down := time.Now()
+	up := false
+	t.Cleanup(func() {
+		if !up {
+			exec.Command("ip", "-n", e.nsS, "link", "set", e.vethS, "up").Run()
+		}
+	})
+	line := cli.expect(t, "ioerror", 60*time.Second)
+	t.Logf("link down detected after %v: %s", time.Since(down).Round(time.Millisecond), line)
+	require.NotContains(t, line, "CORRUPT")
+	require.Contains(t, line, "connection reset", "I/O failed, but not with ECONNRESET")
+	netnsRun(t, "ip", "-n", e.nsS, "link", "set", e.vethS, "up")
+	up = true
+	netnsWaitCarrier(t, e.nsS, e.vethS, true)
+	netnsWaitCarrier(t, e.nsC, e.vethC, true)
+	_, err := io.WriteString(cli.stdin, "up\n")
+	require.NoError(t, err)
+	t.Log(cli.expect(t, "ok", 30*time.Second))
+}
+
 // startHost runs the test binary as a simulated host: in network
 // namespace ns plus its own IPC and UTS namespaces (hostname = ns) and a
 // private /dev/shm, with UCX_TLS unset and UCX_NET_DEVICES=veth.
@@ -196,9 +235,11 @@ func (e *netnsEnv) startHost(t *testing.T, ns, veth, run string, env ...string) 
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
 	cmd.Stderr = os.Stderr
 	require.NoError(t, cmd.Start())
-	c := &hostChild{netnsChild: &netnsChild{cmd: cmd, lines: make(chan string, 1024)}}
+	c := &hostChild{netnsChild: &netnsChild{cmd: cmd, lines: make(chan string, 1024), stdin: stdin}}
 	go func() {
 		defer close(c.lines)
 		sc := bufio.NewScanner(out)

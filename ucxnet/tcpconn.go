@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ucxnet/ucxnet/registry"
@@ -22,7 +23,23 @@ import (
 
 // tcpLane is a conn's kernel TCP connection.
 type tcpLane struct {
-	tc *net.TCPConn
+	tc    *net.TCPConn
+	eof   atomic.Bool // a Read returned the peer's orderly EOF
+	wshut atomic.Bool // CloseWrite was called
+}
+
+// closeWrite shuts down the writing side.
+func (tl *tcpLane) closeWrite(c *Conn) error {
+	tl.wshut.Store(true)
+	return c.mapErr(tl.tc.CloseWrite())
+}
+
+// failed reports whether the connection ended abnormally: the kernel closed
+// it (TCP_CLOSE) while this side had not shut down writing (an orderly end
+// keeps it in CLOSE_WAIT until then; after both FINs Linux closes the
+// socket too, so then nothing can be told).
+func (tl *tcpLane) failed() bool {
+	return !tl.wshut.Load() && tcpClosed(tl.tc)
 }
 
 // laneConns are a Transport's conns on the TCP lane and the lane's
@@ -114,6 +131,21 @@ func (lc *laneConns) closeAll() {
 	}
 }
 
+// setLaneKeepAlive applies a conn's KeepAlive (Config, Dialer or
+// ListenConfig) to its TCP connection: keepalive probes from KeepAlive/2 of
+// silence, KeepAlive/4 apart (the kernel counts in whole seconds), and
+// sent data or probes unacknowledged for twice KeepAlive (at least 2 s)
+// fail the conn with ECONNRESET. Negative: Go's defaults (15 s).
+func setLaneKeepAlive(tc *net.TCPConn, ka time.Duration) {
+	if ka <= 0 {
+		return
+	}
+	_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{
+		Enable: true, Idle: max(ka/2, time.Second), Interval: max(ka/4, time.Second), Count: 3,
+	})
+	setUserTimeout(tc, max(2*ka, 2*time.Second))
+}
+
 // newLaneConn returns a conn on the TCP lane over tc.
 func newLaneConn(t *Transport, tc *net.TCPConn, laddr, raddr Addr, why string) *Conn {
 	return &Conn{t: t, laddr: laddr, raddr: raddr, lane: &tcpLane{tc: tc}, laneWhy: why}
@@ -121,7 +153,7 @@ func newLaneConn(t *Transport, tc *net.TCPConn, laddr, raddr Addr, why string) *
 
 // dialTCP dials entry e over the TCP lane: the endpoints in order, then
 // the preamble.
-func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.AddrPort, psk []byte, raddr Addr, why string) (*Conn, error) {
+func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.AddrPort, psk []byte, raddr Addr, why string, ka time.Duration) (*Conn, error) {
 	var tc *net.TCPConn
 	var lastErr error
 	var d net.Dialer
@@ -169,6 +201,7 @@ func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.A
 		return nil, err
 	}
 	_ = tc.SetDeadline(time.Time{})
+	setLaneKeepAlive(tc, ka)
 	return c, nil
 }
 
@@ -278,16 +311,39 @@ func (c *Conn) mapErr(err error) error {
 	if err == nil || err == io.EOF || !errors.As(err, &op) {
 		return err
 	}
-	return &net.OpError{Op: op.Op, Net: Network, Source: c.laddr, Addr: c.raddr, Err: op.Err}
+	inner := op.Err
+	if errors.Is(inner, syscall.ETIMEDOUT) {
+		// The kernel gave the peer up (keepalive or TCP_USER_TIMEOUT): a
+		// dead peer, ECONNRESET as on the UCX lane, not a timeout that
+		// net.Error.Timeout would take for a deadline.
+		inner = withDetail(ErrReset, "peer silent (kernel tcp: %v)", syscall.ETIMEDOUT)
+	}
+	return &net.OpError{Op: op.Op, Net: Network, Source: c.laddr, Addr: c.raddr, Err: inner}
 }
 
+// read reads from the TCP conn. The kernel reports a connection's failure
+// (reset, keepalive or TCP_USER_TIMEOUT) to one call only: a Read that
+// follows a Write that got it sees EOF. An EOF on a connection the kernel
+// has closed (TCP_CLOSE) before any orderly EOF is that failure: ECONNRESET,
+// as on the UCX lane.
 func (tl *tcpLane) read(c *Conn, b []byte) (int, error) {
 	n, err := tl.tc.Read(b)
+	if err == io.EOF && !tl.eof.Load() {
+		if tl.failed() {
+			return n, c.opErr("read", withDetail(ErrReset, "connection ended abnormally (kernel tcp)"))
+		}
+		tl.eof.Store(true)
+	}
 	return n, c.mapErr(err)
 }
 
+// write writes to the TCP conn; EPIPE on a connection that failed (the
+// error went to a Read) is ECONNRESET, as on the UCX lane.
 func (tl *tcpLane) write(c *Conn, b []byte) (int, error) {
 	n, err := tl.tc.Write(b)
+	if err != nil && errors.Is(err, syscall.EPIPE) && tl.failed() {
+		return n, c.opErr("write", withDetail(ErrReset, "connection ended abnormally (kernel tcp)"))
+	}
 	return n, c.mapErr(err)
 }
 

@@ -308,6 +308,7 @@ func (tl *tcpListener) serve(tc *net.TCPConn) {
 		return
 	}
 	t := tl.l.t
+	setLaneKeepAlive(tc, tl.l.ka)
 	ok := t.lanes.add(c) && tl.l.enqueue(c)
 	tl.unreserve()
 	if !ok {
