@@ -28,6 +28,9 @@ func TestSmPeerDeathNotDeaf(t *testing.T) {
 	if os.Getenv("UCX_TLS") != "sm" {
 		t.Skip("a shared-memory scenario: runs under UCX_TLS=sm")
 	}
+	if !smRepairVerified() {
+		t.Skipf("the stuck-FIFO repair is verified with UCX 1.13 only and is off with UCX %s: a sender killed mid-write can leave this process deaf over shared memory (docs/RELIABILITY.md)", UCX().Version)
+	}
 	dir := t.TempDir()
 	reg, err := registry.NewDir(dir)
 	require.NoError(t, err)
