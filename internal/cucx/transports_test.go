@@ -1,44 +1,16 @@
 package cucx
 
 import (
-	"encoding/hex"
 	"errors"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// packedAddresses returns the packed worker addresses kept in
-// testdata/addr (any release's folder), by file name.
-func packedAddresses(t *testing.T) map[string][]byte {
-	t.Helper()
-	files, _ := filepath.Glob("testdata/addr/*.hex")
-	more, _ := filepath.Glob("testdata/addr/*/*.hex")
-	files = append(files, more...)
-	if len(files) == 0 {
-		t.Fatal("no addresses in testdata/addr")
-	}
-	out := map[string][]byte{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := hex.DecodeString(strings.TrimSpace(string(b)))
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		out[f] = a
-	}
-	return out
-}
-
 // TestRealAddressesPassTransportCheck: every address a real UCX packed
 // passes, and each of its interfaces is a known transport.
 func TestRealAddressesPassTransportCheck(t *testing.T) {
-	for f, a := range packedAddresses(t) {
+	for f, a := range realAddresses(t) {
 		es, err := AddressTransports(a)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
@@ -51,7 +23,7 @@ func TestRealAddressesPassTransportCheck(t *testing.T) {
 		for _, e := range es {
 			names = append(names, e.Name+"/"+itoa(e.DevLen)+"/"+itoa(e.IfaceLen))
 		}
-		t.Logf("%s: %s", filepath.Base(f), strings.Join(names, " "))
+		t.Logf("%s: %s", f, strings.Join(names, " "))
 		if err := CheckTransports(a); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
@@ -94,7 +66,7 @@ func relabel(t *testing.T, addr []byte, from, to uint16) []byte {
 // ValidateAddress but not CheckTransports; so does an unknown checksum.
 func TestForgedTransportRejected(t *testing.T) {
 	self, tcp, posix := crc16String("self"), crc16String("tcp"), crc16String("posix")
-	for f, a := range packedAddresses(t) {
+	for f, a := range realAddresses(t) {
 		es, err := AddressTransports(a)
 		if err != nil {
 			t.Fatal(err)
@@ -112,7 +84,7 @@ func TestForgedTransportRejected(t *testing.T) {
 				t.Logf("%s: ValidateAddress already rejects it: %v", f, err)
 			}
 			if err := CheckTransports(forged); !errors.Is(err, ErrBadTransport) {
-				t.Errorf("%s relabelled self→%#04x: CheckTransports = %v, want ErrBadTransport", filepath.Base(f), to, err)
+				t.Errorf("%s relabelled self→%#04x: CheckTransports = %v, want ErrBadTransport", f, to, err)
 			}
 		}
 	}
@@ -121,7 +93,7 @@ func TestForgedTransportRejected(t *testing.T) {
 // TestTransportCheckNeverPanics: truncations of real addresses walk
 // without a panic (errors are fine).
 func TestTransportCheckNeverPanics(t *testing.T) {
-	for _, a := range packedAddresses(t) {
+	for _, a := range realAddresses(t) {
 		for n := 0; n < len(a); n++ {
 			_ = CheckTransports(a[:n])
 		}
