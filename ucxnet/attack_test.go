@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -118,48 +117,7 @@ func (s *stalledPeer) progress(t *testing.T, until func(evs []cucx.Event) bool) 
 // UCX may hold for a peer is bounded: Write blocks, then fails.
 func TestAttackHugeWindowThenStall(t *testing.T) {
 	p := newPair(t, Config{})
-	var settings []cucx.Setting
-	for _, s := range ucxSettings(nil) {
-		settings = append(settings, cucx.Setting{Name: s.Name, Value: s.Value})
-	}
-	w, err := cucx.Open(settings)
-	require.NoError(t, err)
-	sp := &stalledPeer{w: w}
-	sp.ep, err = w.Connect(p.server.WorkerAddress())
-	require.NoError(t, err)
-	addr, err := w.Address()
-	require.NoError(t, err)
-	hello := stream.Hello{ConnID: 4242, EagerMax: 1 << 20, Window: 1 << 16, Name: p.ln.Addr().String(), WorkerAddr: addr}
-	b, err := hello.MarshalBinary()
-	require.NoError(t, err)
-	hb := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
-	_, err = w.Send(sp.ep, hb[:], b)
-	require.NoError(t, err)
-	var lid uint64
-	sp.progress(t, func(evs []cucx.Event) bool {
-		for i := range evs {
-			h, err := stream.DecodeHeader(evs[i].Header())
-			if err == nil && h.Kind == stream.KindAccept && h.ConnID == 4242 {
-				var reply stream.Hello
-				require.NoError(t, reply.UnmarshalBinary(evs[i].Data))
-				lid = reply.ConnID
-				return true
-			}
-		}
-		return false
-	})
-	win := stream.Header{Kind: stream.KindWindow, ConnID: lid, Aux: math.MaxUint64}.Bytes()
-	_, err = w.Send(sp.ep, win[:], nil)
-	require.NoError(t, err)
-	sp.progress(t, func([]cucx.Event) bool { return w.Stats().Inflight == 0 })
-	t.Cleanup(func() {
-		_ = w.CloseEP(sp.ep, true)
-		sp.progress(t, func([]cucx.Event) bool { return w.Stats().Inflight == 0 })
-		w.Close()
-	})
-	sc, err := p.ln.Accept()
-	require.NoError(t, err)
-	defer sc.Close()
+	sc := stalledConn(t, p.ln, p.server, 4242)
 
 	// From here on the peer never progresses again.
 	sc.SetWriteDeadline(time.Now().Add(time.Second))
