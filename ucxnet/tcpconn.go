@@ -133,9 +133,13 @@ func (lc *laneConns) closeAll() {
 
 // setLaneKeepAlive applies a conn's KeepAlive (Config, Dialer or
 // ListenConfig) to its TCP connection: keepalive probes from KeepAlive/2 of
-// silence, KeepAlive/4 apart (the kernel counts in whole seconds), and
-// sent data or probes unacknowledged for twice KeepAlive (at least 2 s)
-// fail the conn with ECONNRESET. Negative: Go's defaults (15 s).
+// silence, KeepAlive/4 apart, three unanswered fail the conn with
+// ECONNRESET (the kernel counts in whole seconds: at least 1 s each).
+// Negative: Go's defaults (15 s). The kernel probes only an idle
+// connection; data unacknowledged is bounded by TCP's retransmissions
+// (tcp_retries2), not here: TCP_USER_TIMEOUT would also end a live conn
+// whose reader stopped reading (zero-window probes count as unanswered,
+// TestTCPLaneStalledReaderKept).
 func setLaneKeepAlive(tc *net.TCPConn, ka time.Duration) {
 	if ka <= 0 {
 		return
@@ -143,7 +147,6 @@ func setLaneKeepAlive(tc *net.TCPConn, ka time.Duration) {
 	_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{
 		Enable: true, Idle: max(ka/2, time.Second), Interval: max(ka/4, time.Second), Count: 3,
 	})
-	setUserTimeout(tc, max(2*ka, 2*time.Second))
 }
 
 // newLaneConn returns a conn on the TCP lane over tc.

@@ -2,23 +2,9 @@ package ucxnet
 
 import (
 	"net"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
-
-// setUserTimeout sets TCP_USER_TIMEOUT: how long sent data may stay
-// unacknowledged (keepalive probes included) before the kernel gives the
-// connection up.
-func setUserTimeout(tc *net.TCPConn, d time.Duration) {
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = rc.Control(func(fd uintptr) {
-		_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d.Milliseconds()))
-	})
-}
 
 // tcpClosed reports whether tc's connection ended abnormally: state
 // TCP_CLOSE, which an orderly end (the peer's FIN: CLOSE_WAIT, TIME_WAIT,

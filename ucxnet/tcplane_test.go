@@ -419,3 +419,24 @@ func TestTCPLaneOddLocalName(t *testing.T) {
 	defer s.Close()
 	require.True(t, printable(s.RemoteAddr().String()), "%q", s.RemoteAddr())
 }
+
+// A reader that stops reading for longer than the TCP lane's user
+// timeout (its peer's window stays shut, the peer alive) does not fail
+// the conn: only an unanswering peer does.
+func TestTCPLaneStalledReaderKept(t *testing.T) {
+	p := newTCPLanePair(t, Config{KeepAlive: 500 * time.Millisecond}) // user timeout 2 s
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	const total = 64 << 20 // far beyond the socket buffers
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c.Write(make([]byte, total))
+		werr <- err
+	}()
+	time.Sleep(4 * time.Second) // the writer waits on a shut window meanwhile
+	n, err := io.CopyN(io.Discard, s, total)
+	require.NoError(t, err)
+	require.Equal(t, int64(total), n)
+	require.NoError(t, <-werr)
+}
