@@ -196,6 +196,9 @@ func TestMemDataBeforeAccept(t *testing.T) {
 	s, err := p.ln.Accept()
 	require.NoError(t, err)
 	defer s.Close()
+	// Accept can return before the listener's engine has sent the ACCEPT:
+	// write only once it is held, or it would be held after the release.
+	require.Eventually(t, held.Load, 10*time.Second, time.Millisecond, "the ACCEPT was never sent")
 	_, err = s.Write([]byte("early"))
 	require.NoError(t, err)
 	p.net.ReleaseHeld()
