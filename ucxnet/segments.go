@@ -105,13 +105,16 @@ func (l segLimits) limit(k pathKind) int {
 const networkFrame = 64<<10 - 1024
 
 // modifyName returns the name under which ucp_config_modify sets s in the
-// UCX release loaded: names[0], except that since UCX 1.21
-// ucp_config_modify refuses a name that is no component's whole setting
-// name (UCS_ERR_INVALID_PARAM, and the worker fails to start), such as
-// RX_SEG_SIZE, and honours TCP_RX_SEG_SIZE, which 1.13 ignores there.
+// UCX release loaded: names[0], except for the tcp segment from UCX 1.18
+// on. Up to 1.17 a setting passed to ucp_config_modify matches a
+// component's setting by the name without its prefix (RX_SEG_SIZE), and
+// the whole name (TCP_RX_SEG_SIZE) is ignored ("invalid configuration");
+// 1.18 matches whole names only and ignores RX_SEG_SIZE, and from 1.21
+// ucp_config_modify refuses it (UCS_ERR_INVALID_PARAM: the worker does not
+// start). Measured with 1.13.1, 1.16.0, 1.18.1 and 1.22.0.
 func (s *segment) modifyName() string {
 	if s == &tcpSegment {
-		if maj, min, ok := majorMinor(UCX().Version); ok && (maj > 1 || min >= 21) {
+		if maj, min, ok := majorMinor(UCX().Version); ok && (maj > 1 || min >= 18) {
 			return "TCP_RX_SEG_SIZE"
 		}
 	}
