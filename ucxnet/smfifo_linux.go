@@ -14,9 +14,9 @@ package ucxnet
 // keepalive.
 //
 // smWatch notices such a slot — the first unpublished one, the same one
-// for stuckAfter while the engine goes on progressing, with a peer of this
-// process failing (UCX's or ucxnet's keepalive) since shortly before the
-// slot was first seen stuck — and publishes it as
+// for stuckAfter while the engine goes on progressing, within 10 s of a
+// peer of this process failing (UCX's or ucxnet's keepalive) — and
+// publishes it as
 // an empty inline message (a UCP single-fragment AM for ucxnet's AM id with
 // no header, which the dispatcher drops as a bad frame), so that the
 // receiver moves past it. It reads and writes only the FIFO's control block
@@ -38,23 +38,23 @@ import (
 )
 
 const (
-	mmFifoSize     = 64  // UCX_MM_FIFO_SIZE default
-	mmFifoShift    = 6   // log2(mmFifoSize)
-	mmElemSize     = 128 // UCX_MM_FIFO_ELEM_SIZE default
-	mmCtlSize      = 192 // UCT_MM_FIFO_CTL_SIZE: the control block, cache-line aligned
-	mmTailOff      = 128 // uct_mm_fifo_ctl_t.tail (second cache line)
-	mmPidOff       = 136 // uct_mm_fifo_ctl_t.pid
-	mmElemHdr      = 28  // sizeof(uct_mm_fifo_element_t): inline data follows
-	mmFlagOwner    = 1   // UCT_MM_FIFO_ELEM_FLAG_OWNER
-	mmFlagInline   = 2   // UCT_MM_FIFO_ELEM_FLAG_INLINE
-	mmHeadArmed    = 1 << 63
-	ucpAMIDSingle  = 23   // UCP_AM_ID_AM_SINGLE
-	cucxAMID       = 0x75 // internal/cucx's CUCX_AM_ID
-	smCheckEvery   = 100 * time.Millisecond
-	smRescanEvery  = 5 * time.Second
-	smStuckAfter   = 500 * time.Millisecond
-	smFailureSlack = time.Second // a failure this long before the slot was first seen stuck still counts
-	smFifoSegBytes = mmCtlSize + mmFifoSize*mmElemSize
+	mmFifoSize      = 64  // UCX_MM_FIFO_SIZE default
+	mmFifoShift     = 6   // log2(mmFifoSize)
+	mmElemSize      = 128 // UCX_MM_FIFO_ELEM_SIZE default
+	mmCtlSize       = 192 // UCT_MM_FIFO_CTL_SIZE: the control block, cache-line aligned
+	mmTailOff       = 128 // uct_mm_fifo_ctl_t.tail (second cache line)
+	mmPidOff        = 136 // uct_mm_fifo_ctl_t.pid
+	mmElemHdr       = 28  // sizeof(uct_mm_fifo_element_t): inline data follows
+	mmFlagOwner     = 1   // UCT_MM_FIFO_ELEM_FLAG_OWNER
+	mmFlagInline    = 2   // UCT_MM_FIFO_ELEM_FLAG_INLINE
+	mmHeadArmed     = 1 << 63
+	ucpAMIDSingle   = 23   // UCP_AM_ID_AM_SINGLE
+	cucxAMID        = 0x75 // internal/cucx's CUCX_AM_ID
+	smCheckEvery    = 100 * time.Millisecond
+	smRescanEvery   = 5 * time.Second
+	smStuckAfter    = 500 * time.Millisecond
+	smFailureWindow = 10 * time.Second // a slot is repaired only this long after a peer failed
+	smFifoSegBytes  = mmCtlSize + mmFifoSize*mmElemSize
 )
 
 // smStuck is a FIFO slot seen unpublished.
@@ -74,15 +74,21 @@ type smWatcher struct {
 	stuck    map[uint64]smStuck
 	repaired uint64 // slots published (for tests)
 	// lastFailure is when a peer of this process last failed
-	// (UnixNano): a slot is repaired only once some peer failed after it
-	// got stuck, so that a sender that is merely slow or stopped (a
+	// (UnixNano): a slot is repaired only within smFailureWindow of a
+	// peer failure, so that a sender that is merely slow or stopped (a
 	// debugger), which would later finish its write into the slot, is
-	// not overwritten while nothing says a sender died.
+	// not overwritten while nothing says a sender died. rescan asks the
+	// next tick to list the FIFOs afresh (a failure may concern a FIFO
+	// mapped since the last scan).
 	lastFailure atomic.Int64
+	rescan      atomic.Bool
 }
 
 // notePeerFailure records that a peer failed now (any Transport).
-func (w *smWatcher) notePeerFailure(now time.Time) { w.lastFailure.Store(now.UnixNano()) }
+func (w *smWatcher) notePeerFailure(now time.Time) {
+	w.lastFailure.Store(now.UnixNano())
+	w.rescan.Store(true)
+}
 
 var smWatch = &smWatcher{off: smFifoTuned() || !smRepairVerified(), stuck: map[uint64]smStuck{}}
 
@@ -117,7 +123,8 @@ func (w *smWatcher) tick(now time.Time) {
 		return
 	}
 	w.lastTick = now
-	if len(w.fifos) == 0 && now.Sub(w.lastScan) < smRescanEvery {
+	rescan := w.rescan.Swap(false) || now.Sub(w.lastScan) >= smRescanEvery
+	if len(w.fifos) == 0 && !rescan {
 		return
 	}
 	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
@@ -126,7 +133,7 @@ func (w *smWatcher) tick(now time.Time) {
 		return
 	}
 	defer mem.Close()
-	if len(w.fifos) == 0 || now.Sub(w.lastScan) >= smRescanEvery {
+	if rescan {
 		w.lastScan = now
 		w.fifos = smFindFIFOs(mem)
 	}
@@ -155,7 +162,7 @@ func (w *smWatcher) check(mem *os.File, addr uint64, now time.Time) {
 		switch {
 		case !seen || s.index != i:
 			w.stuck[addr] = smStuck{index: i, since: now}
-		case now.Sub(s.since) >= smStuckAfter && w.lastFailure.Load() >= s.since.Add(-smFailureSlack).UnixNano():
+		case now.Sub(s.since) >= smStuckAfter && now.Sub(time.Unix(0, w.lastFailure.Load())) <= smFailureWindow:
 			if smPublish(mem, addr, i) {
 				w.repaired++
 			}
