@@ -315,11 +315,15 @@ func (c *Conn) mapErr(err error) error {
 		return err
 	}
 	inner := op.Err
-	if errors.Is(inner, syscall.ETIMEDOUT) {
-		// The kernel gave the peer up (keepalive or TCP_USER_TIMEOUT): a
-		// dead peer, ECONNRESET as on the UCX lane, not a timeout that
-		// net.Error.Timeout would take for a deadline.
-		inner = withDetail(ErrReset, "peer silent (kernel tcp: %v)", syscall.ETIMEDOUT)
+	for _, errno := range []syscall.Errno{syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH} {
+		if errors.Is(inner, errno) {
+			// The kernel gave the peer up (keepalive probes unanswered,
+			// or answered by an ICMP unreachable once the link is down):
+			// a dead peer, ECONNRESET as on the UCX lane, not a timeout
+			// that net.Error.Timeout would take for a deadline.
+			inner = withDetail(ErrReset, "peer unreachable (kernel tcp: %v)", errno)
+			break
+		}
 	}
 	return &net.OpError{Op: op.Op, Net: Network, Source: c.laddr, Addr: c.raddr, Err: inner}
 }
