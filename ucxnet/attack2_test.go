@@ -1,13 +1,9 @@
 package ucxnet
 
 import (
-	"context"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,20 +68,10 @@ func TestAttackRelabelledTransportHelper(t *testing.T) {
 			raw.sendFrame(t, stream.Header{Kind: stream.KindConnect}, b)
 		}
 		// Through the registry: the dialer must not crash either.
-		entry := "forged-" + strings.ReplaceAll(what, " ", "-")
-		require.NoError(t, reg.Register(context.Background(), registry.Entry{Name: entry, Address: addr}))
-		_, err := p.dialer.Dial(Network, entry)
-		require.Error(t, err, "dialing a forged address")
-		require.True(t, errors.Is(err, syscall.ECONNREFUSED), "%v", err)
-		t.Logf("%s: dial: %v", what, err)
+		dialRefusedEntry(t, p, reg, "forged-"+strings.ReplaceAll(what, " ", "-"), addr)
 	}
 	time.Sleep(500 * time.Millisecond) // the CONNECTs are handled by now, or would have crashed us
-	c, s := p.conns(t)
-	go c.Write([]byte("alive"))
-	buf := make([]byte, 5)
-	_, err := io.ReadFull(s, buf)
-	require.NoError(t, err)
-	os.Stdout.WriteString("survived\n")
+	requireSurvived(t, p)
 }
 
 // Finding 1 of issue 23: with UCX choosing its transports (UCX_TLS

@@ -62,15 +62,27 @@ func TestAttackHelper(t *testing.T) {
 			n++
 		}
 		// Through the registry: an entry whose address is garbage.
-		name := "evil-" + strings.ReplaceAll(what, " ", "-")
-		require.NoError(t, reg.Register(context.Background(), registry.Entry{Name: name, Address: addr}))
-		_, err := p.dialer.Dial(Network, name)
-		require.Error(t, err, "dialing a garbage address")
-		require.True(t, errors.Is(err, syscall.ECONNREFUSED), "%v", err)
-		t.Logf("dial %s: %v", what, err)
+		dialRefusedEntry(t, p, reg, "evil-"+strings.ReplaceAll(what, " ", "-"), addr)
 	}
 	waitStat(t, p.server, "bad frames", func(s Stats) uint64 { return s.BadFrames }, bad0+uint64(n))
-	// The listener still works.
+	requireSurvived(t, p)
+}
+
+// dialRefusedEntry registers name with the hostile address addr and
+// requires a dial to it to be refused (ECONNREFUSED), not to crash.
+func dialRefusedEntry(t *testing.T, p *pair, reg registry.Registry, name string, addr []byte) {
+	t.Helper()
+	require.NoError(t, reg.Register(context.Background(), registry.Entry{Name: name, Address: addr}))
+	_, err := p.dialer.Dial(Network, name)
+	require.Error(t, err, "dialing a hostile address")
+	require.True(t, errors.Is(err, syscall.ECONNREFUSED), "%v", err)
+	t.Logf("dial %s: %v", name, err)
+}
+
+// requireSurvived requires the attacked listener to still carry a conn,
+// then tells the parent test (which reads the child's output) it survived.
+func requireSurvived(t *testing.T, p *pair) {
+	t.Helper()
 	c, s := p.conns(t)
 	go c.Write([]byte("alive"))
 	buf := make([]byte, 5)
