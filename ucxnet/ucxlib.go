@@ -26,9 +26,14 @@ type UCXLibrary struct {
 }
 
 // UCX returns the UCX library in use.
-func UCX() UCXLibrary {
+func UCX() UCXLibrary { return ucxLibrary() }
+
+// ucxLibrary finds the library once: it cannot change in a process, and
+// finding its path reads /proc/self/maps, which handshakes must not do
+// for every CONNECT and ACCEPT.
+var ucxLibrary = sync.OnceValue(func() UCXLibrary {
 	return UCXLibrary{Version: progress.Version(), BuiltFor: progress.BuildRelease(), Path: progress.LibraryPath()}
-}
+})
 
 // Warning says what is wrong when the loaded release differs from the one
 // ucxnet was built against in a way that matters, or "": a loaded release
