@@ -111,6 +111,9 @@ func logUnusableAddress(peerUCX string, err error) {
 // measured with 1.13.1 and 1.18.1). Over shared memory, and over tcp on
 // other interfaces, the pair works, and so does the other direction.
 func (t *Transport) releaseClash(e registry.Entry) string {
+	if maj, min, ok := majorMinor(UCX().Version); !ok || maj == 1 && min < 22 {
+		return "" // only a 1.22 (or later) dialer can clash
+	}
 	tls, tlsSet := os.LookupEnv("UCX_TLS")
 	devs := t.netDevices()
 	_, _, host := registry.CurrentProcess()
