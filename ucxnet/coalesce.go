@@ -236,6 +236,7 @@ func (t *Transport) sendOut(s engine.Sender, c *Conn, closing bool) {
 			p.unflushed.Add(int64(sent))
 		}
 		t.stats.framesOut.Add(1)
+		c.cnt.framesOut.Add(1)
 		if err != nil {
 			err = withDetail(ErrReset, "%v", err)
 			o.mu.Lock()

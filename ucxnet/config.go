@@ -3,6 +3,7 @@ package ucxnet
 // Config and its defaults, and the UCX settings ucxnet applies.
 
 import (
+	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -121,6 +122,13 @@ type Config struct {
 	// where it would only have tcp; see Conn.Lane). Empty: $UCXNET_LANE,
 	// else auto. "ucx" also keeps listeners off kernel TCP.
 	Lane string
+	// Logger receives the rare events: peers failing or taken for dead
+	// (keepalive), handshakes refused (no listener, full backlog, failed
+	// authentication), frames dropped as malformed or foreign, and which
+	// lane a dial took (debug level). The records a peer's input causes
+	// are rate-limited (a burst of 10, then one a second) with a count of
+	// those suppressed. Nil: no logging.
+	Logger *slog.Logger
 }
 
 // ZeroCopyMin is the smallest write (or window-limited part of one) that

@@ -70,6 +70,9 @@ type Conn struct {
 	// delegates to its *net.TCPConn. laneWhy says why the lane was chosen.
 	lane    *tcpLane
 	laneWhy string
+
+	cnt  connCounters // Stats
+	born time.Time    // when the conn was made (Stats)
 }
 
 // newConn returns a conn to p (nil: attached later) with a receive window
@@ -94,6 +97,7 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 		keepAlive:     t.cfg.KeepAlive,
 		readDeadline:  makeDeadline(),
 		writeDeadline: makeDeadline(),
+		born:          time.Now(),
 	}
 	return c
 }

@@ -2,6 +2,7 @@ package ucxnet
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"time"
 )
@@ -104,18 +105,19 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	if lane.err != nil {
 		return nil, opErr(lane.err)
 	}
+	t.logEvent(slog.LevelDebug, "ucxnet: dial", "to", e.Name, "lane", lane.lane, "reason", lane.reason)
 	if lane.lane == LaneTCP {
 		ka := t.cfg.KeepAlive
 		if d.KeepAlive != 0 {
 			ka = d.KeepAlive
 		}
-		c, err := t.dialTCP(ctx, e, eps, psk, raddr, lane.reason, ka)
+		c, err := t.dialTCP(ctx, e, eps, psk, Addr{Name: e.Name}, lane.reason, ka)
 		if err != nil {
 			return nil, opErr(err)
 		}
 		return c, nil
 	}
-	c := newConn(t, nil, Addr{}, raddr, t.cfg.Window)
+	c := newConn(t, nil, Addr{}, Addr{Name: e.Name}, t.cfg.Window)
 	c.laneWhy = lane.reason
 	if d.KeepAlive != 0 {
 		c.keepAlive = d.KeepAlive
@@ -130,7 +132,6 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		}
 		return nil, opErr(withDetail(ErrRefused, "%v%s", err, releasePair(e)))
 	}
-	c.laddr = Addr{Name: t.name + "#" + formatID(c.id)}
 	if err := t.sendConnect(c, e.Name); err != nil {
 		c.fail(err)
 		return nil, opErr(withDetail(ErrRefused, "sending CONNECT: %v", err))

@@ -6,6 +6,7 @@ package ucxnet
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -76,7 +77,7 @@ func (t *Transport) connFor(h stream.Header, ev *engine.Event, now int64) *Conn 
 		case c.from == 0 && c.stashEarly(h, ev):
 			return nil
 		default:
-			t.stats.foreignFrames.Add(1)
+			t.foreignFrame()
 			t.strayFrame(h, ev, now)
 			return nil
 		}
@@ -96,13 +97,13 @@ func (t *Transport) connFor(h stream.Header, ev *engine.Event, now int64) *Conn 
 // was part of a conn's stream, that stream now has a gap that will never
 // fill: reset the conn rather than let it stall.
 func (t *Transport) handleBad(ev *engine.Event) {
-	t.stats.badFrames.Add(1)
+	t.badFrame()
 	h, err := stream.DecodeHeader(ev.Header())
 	if err != nil || (h.Kind != stream.KindData && h.Kind != stream.KindFin) {
 		return
 	}
 	if c := t.lookup(h.ConnID); c != nil && c.from == ev.From {
-		t.stats.protocolResets.Add(1)
+		t.protocolReset(c)
 		c.abort(stream.RstProtocol, withDetail(ErrReset, "frame %d could not be received", h.Seq), rstIfOpen)
 	}
 }
@@ -111,7 +112,7 @@ func (t *Transport) handleFrame(ev *engine.Event, now int64) {
 	t.stats.framesIn.Add(1)
 	h, err := stream.DecodeHeader(ev.Header())
 	if err != nil {
-		t.stats.badFrames.Add(1)
+		t.badFrame()
 		return
 	}
 	if ev.DataLen != len(ev.Data) {
@@ -121,10 +122,10 @@ func (t *Transport) handleFrame(ev *engine.Event, now int64) {
 		err = h.Validate(len(ev.Data), t.cfg.EagerMax)
 	}
 	if err != nil {
-		t.stats.badFrames.Add(1)
+		t.badFrame()
 		if h.ConnID != 0 && h.Kind != stream.KindConnect {
 			if c := t.lookup(h.ConnID); c != nil && c.from == ev.From {
-				t.stats.protocolResets.Add(1)
+				t.protocolReset(c)
 				c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err), rstIfOpen)
 			}
 		}
@@ -189,6 +190,9 @@ func (t *Transport) strayFrame(h stream.Header, ev *engine.Event, now int64) {
 		return
 	}
 	p.lastRecv.Store(now)
+	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply != 0 {
+		p.notePong(time.Unix(0, now))
+	}
 	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply == 0 && h.Aux != 0 && p.allowPong(now) {
 		_ = t.sendCtl(p, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: h.Aux, Aux: h.Aux})
 	}
@@ -232,6 +236,9 @@ func (t *Transport) failPeerClose(p *peer, why string, force bool) {
 		conns = append(conns, c)
 	}
 	t.mu.Unlock()
+	if len(conns) > 0 {
+		t.logEvent(slog.LevelWarn, "ucxnet: peer failed", "peer", conns[0].raddr.Name, "conns", len(conns), "reason", why)
+	}
 	for _, c := range conns {
 		c.peerFailed(why)
 	}

@@ -98,7 +98,7 @@ func checkPeerLimits(h stream.Hello) error {
 func (t *Transport) sendConnect(c *Conn, name string) error {
 	hello := stream.Hello{
 		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window),
-		Name: name, LocalName: c.laddr.Name, WorkerAddr: t.eng.Address(), Nonce: c.auth.nd,
+		Name: name, LocalName: t.name, WorkerAddr: t.eng.Address(), Nonce: c.auth.nd,
 		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version,
 	}
 	return t.sendHello(c.peer, stream.Header{Kind: stream.KindConnect}, hello)
@@ -122,11 +122,11 @@ func (t *Transport) sendHello(p *peer, h stream.Header, hello stream.Hello) erro
 func (t *Transport) handleConnect(payload []byte, from uintptr) {
 	var hello stream.Hello
 	if err := hello.UnmarshalBinary(payload); err != nil || len(hello.WorkerAddr) == 0 {
-		t.stats.badFrames.Add(1)
+		t.badFrame()
 		return
 	}
 	if checkPeerLimits(hello) != nil {
-		t.stats.badFrames.Add(1)
+		t.badFrame()
 		t.refuseAddr(hello.WorkerAddr, hello.ConnID, stream.RefuseBadHello)
 		return
 	}
@@ -138,11 +138,11 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 		return
 	}
 	if l.psk != nil && len(hello.Nonce) != nonceLen {
-		t.stats.authFailures.Add(1)
+		t.authFailed()
 		t.refuseAddr(hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
 		return
 	}
-	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: hello.LocalName}, preAcceptWindow)
+	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: hello.LocalName, ID: hello.ConnID}, preAcceptWindow)
 	c.remoteID = hello.ConnID
 	c.from = from
 	c.keepAlive = l.ka
@@ -157,7 +157,7 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 	if err := t.attach(hello.WorkerAddr, c, false); err != nil {
 		t.stats.refused.Add(1)
 		if err != errTooManyPeers {
-			t.stats.badFrames.Add(1) // an address UCX could not take
+			t.badFrame() // an address UCX could not take
 			logUnusableAddress(hello.UCX, err)
 		}
 		return
@@ -169,7 +169,7 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 	}
 	if c.auth != nil {
 		if evicted := l.addPendingAuth(c); evicted != nil {
-			t.stats.authFailures.Add(1)
+			t.authFailed()
 			evicted.abort(stream.RstAbort, withDetail(ErrRefused, "dropped unproven handshake: too many waiting"), rstAlways)
 		}
 		// The conn waits for the dialer's proof; it reaches Accept only then.
@@ -178,7 +178,7 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 			pending := c.state == stateAuthPending
 			c.mu.Unlock()
 			if pending {
-				t.stats.authFailures.Add(1)
+				t.authFailed()
 				c.abort(stream.RstAbort, withDetail(ErrRefused, "no authentication within %v", authTimeout), rstAlways)
 			}
 		})
@@ -212,7 +212,7 @@ func (t *Transport) refuseAddr(addr []byte, dialerID uint64, code stream.RefuseC
 	if err != nil {
 		t.stats.refused.Add(1)
 		if err != errTooManyPeers {
-			t.stats.badFrames.Add(1)
+			t.badFrame()
 		}
 		return
 	}
@@ -222,6 +222,7 @@ func (t *Transport) refuseAddr(addr []byte, dialerID uint64, code stream.RefuseC
 // refuse answers a dialer's conn dialerID with REFUSE(code), and counts it.
 func (t *Transport) refuse(p *peer, dialerID uint64, code stream.RefuseCode) {
 	t.stats.refused.Add(1)
+	t.logHostile("ucxnet: refused a CONNECT", "reason", code.String())
 	_ = t.sendCtl(p, stream.Header{Kind: stream.KindRefuse, ConnID: dialerID, Aux: uint64(code)})
 }
 
@@ -232,7 +233,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	state := c.state
 	if state != stateDialing && state != stateAbandoned || h.Kind == stream.KindAccept && c.auth != nil && c.auth.proving {
 		c.mu.Unlock()
-		c.t.stats.badFrames.Add(1)
+		c.t.badFrame()
 		return
 	}
 	c.from = from // the listener's frames for this conn come from there from now on
@@ -254,6 +255,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		return
 	}
 	c.remoteID = hello.ConnID
+	c.raddr.ID = hello.ConnID // before Dial returns c (it waits for dialDone)
 	c.frame = min(c.t.cfg.EagerMax, int(hello.EagerMax))
 	c.peerSegs = peerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))
@@ -271,7 +273,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		authErr = withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", a.name)
 	}
 	if authErr != nil {
-		c.t.stats.authFailures.Add(1)
+		c.t.authFailed()
 		c.mu.Unlock()
 		c.abort(stream.RstAbort, authErr, rstAlways) // the dial fails with it
 		return
@@ -288,7 +290,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	a.proving = true
 	mac, err := a.proof(roleDialer, c.id, c.remoteID)
 	if err != nil {
-		c.t.stats.authFailures.Add(1)
+		c.t.authFailed()
 		c.mu.Unlock()
 		c.abort(stream.RstAbort, withDetail(ErrRefused, "listener %q: %v", a.name, err), rstAlways)
 		return
@@ -312,7 +314,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	a := c.auth
 	if c.state != stateAuthPending || a == nil { // at the listener: the proof
 		c.mu.Unlock()
-		c.t.stats.badFrames.Add(1)
+		c.t.badFrame()
 		return
 	}
 	var hello stream.Hello
@@ -320,7 +322,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	if !ok {
 		c.failLocked(withDetail(ErrRefused, "dialer failed authentication"))
 		c.mu.Unlock()
-		c.t.stats.authFailures.Add(1)
+		c.t.authFailed()
 		c.t.refuse(c.peer, c.remoteID, stream.RefuseAuth)
 		c.t.removeConn(c)
 		return
@@ -354,7 +356,7 @@ func (c *Conn) handleListenerProof(payload []byte) {
 	a := c.auth
 	if a == nil || !a.proving || c.state != stateDialing && c.state != stateAbandoned {
 		c.mu.Unlock()
-		c.t.stats.badFrames.Add(1)
+		c.t.badFrame()
 		return
 	}
 	if c.state == stateAbandoned {
@@ -367,7 +369,7 @@ func (c *Conn) handleListenerProof(payload []byte) {
 	ok := hello.UnmarshalBinary(payload) == nil && a.verify(roleListener, hello.MAC, c.id, c.remoteID)
 	if !ok {
 		c.mu.Unlock()
-		c.t.stats.authFailures.Add(1)
+		c.t.authFailed()
 		c.abort(stream.RstAbort, withDetail(ErrRefused, "listener %q failed authentication: wrong pre-shared key", a.name), rstAlways)
 		return
 	}
@@ -403,7 +405,7 @@ func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 		return false
 	}
 	if len(c.early) >= maxEarly || c.earlyBytes+len(ev.Data) > int(c.rwin.Size()) {
-		c.t.stats.foreignFrames.Add(1)
+		c.t.foreignFrame()
 		return true
 	}
 	c.early = append(c.early, earlyFrame{h: h, data: append([]byte(nil), ev.Data...), from: ev.From})
@@ -419,7 +421,7 @@ func (c *Conn) replayEarly() {
 	c.early, c.earlyBytes = nil, 0
 	for _, f := range early {
 		if f.from != c.from || c.from == 0 {
-			c.t.stats.foreignFrames.Add(1)
+			c.t.foreignFrame()
 			continue
 		}
 		ev := engine.Event{Kind: engine.Frame, Data: f.data, DataLen: len(f.data), From: f.from}

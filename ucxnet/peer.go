@@ -37,6 +37,8 @@ type peer struct {
 	// Liveness (see Config.KeepAlive), in UnixNano.
 	lastRecv atomic.Int64 // when a frame from the peer last arrived (or the peer was made)
 	lastPing atomic.Int64 // when we last sent it a PING
+	rttProbe atomic.Int64 // when the PING not yet answered was sent (0: none)
+	rtt      atomic.Int64 // the round trip of the last answered PING, ns (ConnStats.RTT)
 	// idleSince is when the peer's last conn left (or the peer was made
 	// without one), under Transport.mu; hadConns says whether it ever had
 	// one. The sweep closes endpoints idle too long.
@@ -421,6 +423,7 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 	}
 	for _, pr := range probes {
 		pr.p.lastPing.Store(now.UnixNano())
+		pr.p.rttProbe.Store(now.UnixNano())
 		t.stats.pingsSent.Add(1)
 		// Aux names our end of the conn, for a peer that no longer
 		// knows its own (strayFrame).

@@ -6,6 +6,7 @@ package ucxnet
 import (
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/stream"
@@ -114,6 +115,8 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 			if id := c.remoteIDLocked(); id != 0 {
 				_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: id, Aux: h.Aux})
 			}
+		} else if c.peer != nil {
+			c.peer.notePong(time.Now())
 		}
 	}
 }
@@ -156,7 +159,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	}
 	if c.state == stateAuthPending {
 		c.mu.Unlock()
-		c.t.stats.protocolResets.Add(1)
+		c.t.protocolReset(c)
 		c.abort(stream.RstProtocol, withDetail(ErrProtocol, "data before authentication"), rstAlways)
 		return
 	}
@@ -185,6 +188,10 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 		}
 		err = c.rwin.Receive(len(ev.Data))
 	}
+	if err == nil && h.Kind == stream.KindData {
+		c.cnt.framesIn.Add(1)
+		c.cnt.bytesIn.Add(uint64(len(ev.Data)))
+	}
 	if err == nil && c.reasm.Cost() > int(c.rwin.Size()) {
 		// Out-of-order frames are charged their memory, not only their
 		// bytes: a peer sending tiny frames out of order cannot make a conn
@@ -193,7 +200,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	}
 	if err != nil {
 		c.mu.Unlock()
-		c.t.stats.protocolResets.Add(1)
+		c.t.protocolReset(c)
 		c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err), rstIfOpen)
 		return
 	}

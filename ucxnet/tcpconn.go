@@ -151,7 +151,7 @@ func setLaneKeepAlive(tc *net.TCPConn, ka time.Duration) {
 
 // newLaneConn returns a conn on the TCP lane over tc.
 func newLaneConn(t *Transport, tc *net.TCPConn, laddr, raddr Addr, why string) *Conn {
-	return &Conn{t: t, laddr: laddr, raddr: raddr, lane: &tcpLane{tc: tc}, laneWhy: why}
+	return &Conn{t: t, laddr: laddr, raddr: raddr, lane: &tcpLane{tc: tc}, laneWhy: why, born: time.Now()}
 }
 
 // dialTCP dials entry e over the TCP lane: the endpoints in order, then
@@ -184,8 +184,8 @@ func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.A
 		return nil, withDetail(ErrRefused, "%q over kernel tcp: %v", e.Name, lastErr)
 	}
 	id := t.lanes.newID()
-	c := newLaneConn(t, tc, Addr{Name: t.name + "#" + formatID(id)}, raddr, why)
-	c.id = id
+	c := newLaneConn(t, tc, Addr{Name: t.name, ID: id}, raddr, why)
+	c.id, c.dialed = id, true
 	dl := time.Now().Add(tcpHandshakeTimeout)
 	if cdl, ok := ctx.Deadline(); ok && cdl.Before(dl) {
 		dl = cdl
@@ -244,6 +244,7 @@ func (c *Conn) dialPreamble(name string, psk []byte) error {
 	if err := tcpStatusErr(status, name); err != nil {
 		return err
 	}
+	c.remoteID, c.raddr.ID = lid, lid // c is not shared yet
 	switch {
 	case psk == nil && lpsk:
 		return withDetail(ErrRefused, "listener %q requires a pre-shared key", name)
@@ -264,7 +265,7 @@ func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 	tc := c.lane.tc
 	mac, err := a.proof(roleDialer, c.id, lid)
 	if err != nil {
-		c.t.stats.authFailures.Add(1)
+		c.t.authFailed()
 		return withDetail(ErrRefused, "listener %q: %v", name, err)
 	}
 	if _, err := tc.Write(mac); err != nil {
@@ -275,7 +276,7 @@ func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
 	}
 	if err := tcpStatusErr(st[0], name); err != nil {
-		c.t.stats.authFailures.Add(1)
+		c.t.authFailed()
 		return err
 	}
 	theirs := make([]byte, macLen)
@@ -283,7 +284,7 @@ func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
 	}
 	if !a.verify(roleListener, theirs, c.id, lid) {
-		c.t.stats.authFailures.Add(1)
+		c.t.authFailed()
 		return withDetail(ErrRefused, "listener %q failed to prove the pre-shared key", name)
 	}
 	return nil
@@ -335,6 +336,7 @@ func (c *Conn) mapErr(err error) error {
 // as on the UCX lane.
 func (tl *tcpLane) read(c *Conn, b []byte) (int, error) {
 	n, err := tl.tc.Read(b)
+	c.cnt.bytesIn.Add(uint64(n))
 	if err == io.EOF && !tl.eof.Load() {
 		if tl.failed() {
 			return n, c.opErr("read", withDetail(ErrReset, "connection ended abnormally (kernel tcp)"))
@@ -348,6 +350,7 @@ func (tl *tcpLane) read(c *Conn, b []byte) (int, error) {
 // error went to a Read) is ECONNRESET, as on the UCX lane.
 func (tl *tcpLane) write(c *Conn, b []byte) (int, error) {
 	n, err := tl.tc.Write(b)
+	c.cnt.bytesOut.Add(uint64(n))
 	if err != nil && errors.Is(err, syscall.EPIPE) && tl.failed() {
 		return n, c.opErr("write", withDetail(ErrReset, "connection ended abnormally (kernel tcp)"))
 	}
@@ -365,6 +368,7 @@ func (tl *tcpLane) close(c *Conn) error {
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	if c.lane != nil {
 		n, err := c.lane.tc.ReadFrom(r)
+		c.cnt.bytesOut.Add(uint64(n))
 		return n, c.mapErr(err)
 	}
 	return io.Copy(writerOnly{c}, r)
@@ -376,6 +380,7 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 	if c.lane != nil {
 		n, err := c.lane.tc.WriteTo(w)
+		c.cnt.bytesIn.Add(uint64(n))
 		return n, c.mapErr(err)
 	}
 	return io.Copy(w, readerOnly{c})

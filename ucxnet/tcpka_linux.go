@@ -2,6 +2,7 @@ package ucxnet
 
 import (
 	"net"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,4 +23,19 @@ func tcpClosed(tc *net.TCPConn) bool {
 		}
 	})
 	return closed
+}
+
+// tcpInfo returns tc's smoothed round trip and whether it is in state
+// TCP_CLOSE (see tcpClosed); zero and false if the kernel does not say.
+func tcpInfo(tc *net.TCPConn) (rtt time.Duration, closed bool) {
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	_ = rc.Control(func(fd uintptr) {
+		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			rtt, closed = time.Duration(info.Rtt)*time.Microsecond, info.State == unix.BPF_TCP_CLOSE
+		}
+	})
+	return rtt, closed
 }

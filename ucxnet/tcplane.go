@@ -405,6 +405,7 @@ func (tl *tcpListener) handshake(tc *net.TCPConn) (_ *Conn, err error) {
 	id := t.lanes.newID()
 	refuse := func(status byte) error {
 		t.stats.refused.Add(1)
+		t.logHostile("ucxnet: refused a kernel-tcp connect", "reason", tcpStatusErr(status, l.addr.Name).Error(), "from", tc.RemoteAddr().String())
 		_, _ = tc.Write(appendTCPReply(nil, status, l.psk != nil, id, nil))
 		return errRefusedTCP
 	}
@@ -412,11 +413,11 @@ func (tl *tcpListener) handshake(tc *net.TCPConn) (_ *Conn, err error) {
 		return nil, refuse(tcpNoListener)
 	}
 	if l.psk != nil && !h.psk {
-		t.stats.authFailures.Add(1)
+		t.authFailed()
 		return nil, refuse(tcpNeedPSK)
 	}
 	if l.psk == nil && h.psk {
-		t.stats.authFailures.Add(1)
+		t.authFailed()
 		return nil, refuse(tcpNoPSK)
 	}
 	if !tl.reserve() {
@@ -427,8 +428,9 @@ func (tl *tcpListener) handshake(tc *net.TCPConn) (_ *Conn, err error) {
 			tl.unreserve()
 		}
 	}()
-	c := newLaneConn(t, tc, l.addr, Addr{Name: h.localName}, reasonAcceptedTCP)
+	c := newLaneConn(t, tc, Addr{Name: l.addr.Name, ID: id}, Addr{Name: h.localName, ID: h.id}, reasonAcceptedTCP)
 	c.id = id
+	c.remoteID = h.id
 	if l.psk == nil {
 		if _, err := tc.Write(appendTCPReply(nil, tcpOK, false, id, nil)); err != nil {
 			return nil, err
@@ -442,12 +444,12 @@ func (tl *tcpListener) handshake(tc *net.TCPConn) (_ *Conn, err error) {
 	}
 	mac := make([]byte, macLen)
 	if _, err := io.ReadFull(tc, mac); err != nil {
-		t.stats.authFailures.Add(1)
+		t.authFailed()
 		t.lanes.countPreambleErr(err)
 		return nil, err
 	}
 	if !a.verify(roleDialer, mac, h.id, id) {
-		t.stats.authFailures.Add(1)
+		t.authFailed()
 		_, _ = tc.Write([]byte{tcpAuthFailed})
 		return nil, errRefusedTCP
 	}

@@ -67,8 +67,9 @@ type Transport struct {
 	opSeq uint64
 	ops   map[uint64]chan error // flushes and zero-copy sends UCX has not finished, by token
 
-	stats counters
-	lanes laneConns // conns on the kernel-TCP lane (tcpconn.go)
+	stats    counters
+	logLimit logLimiter // Config.Logger records a peer's input causes (logger.go)
+	lanes    laneConns  // conns on the kernel-TCP lane (tcpconn.go)
 }
 
 // NewTransport starts a transport: a UCP context, a worker and its
@@ -308,6 +309,10 @@ func (t *Transport) addConnLocked(c *Conn) {
 			continue
 		}
 		c.id = id
+		c.laddr.ID = id // before c is in the table (Conns reads it)
+		if c.dialed {
+			c.laddr.Name = t.name
+		}
 		t.conns[id] = c
 		if len(c.peer.conns) == 0 {
 			// Its silence while it had no conns says nothing: the

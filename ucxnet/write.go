@@ -137,6 +137,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 			c.framesSent(sent, frame)
 		}
 		c.t.stats.bytesOut.Add(uint64(sent))
+		c.cnt.bytesOut.Add(uint64(sent))
 		n += sent
 
 		c.mu.Lock()
@@ -177,6 +178,7 @@ func (c *Conn) framesSent(sent, frame int) {
 	frames := (sent + frame - 1) / frame
 	c.seq += uint64(frames)
 	c.t.stats.framesOut.Add(uint64(frames))
+	c.cnt.framesOut.Add(uint64(frames))
 }
 
 // peerBufferMax bounds what UCX holds in C memory for sends it could not
