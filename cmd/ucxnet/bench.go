@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,8 +15,8 @@ var benchCmd = &command{
 	Name:  "bench",
 	Short: "measure ucxnet against TCP and Unix sockets, and UCX's own ceiling",
 	Long: `Bench measures, in one run and between two processes (this one and a
-bench-server child with a private registry), for each transport of
---transports:
+bench-server child with a private registry, or a server started elsewhere
+with --serve), for each transport of --transports:
 
   ucx    ucxnet over UCX, with the current UCX_TLS (the child inherits it)
   tcp    Go TCP over 127.0.0.1
@@ -32,7 +33,21 @@ bench-server child with a private registry), for each transport of
 The ratio columns compare ucx with each other transport, oriented so that
 >1x means ucx is better (faster, more throughput, less CPU). When
 ucx_perftest is on PATH, bench also runs UCX's own ucp_am_lat and
-ucp_am_bw with the same environment and reports ucxnet's fraction of it.`,
+ucp_am_bw with the same environment and reports ucxnet's fraction of it.
+
+Across hosts (or network namespaces), with a registry both reach
+(UCXNET_REGISTRY: a shared directory or the registry server):
+
+  host B:  ucxnet bench --serve NAME [--tcp-host ADDR]
+  host A:  ucxnet bench --remote NAME
+
+The server publishes NAME (its control conn) and NAME-echo, NAME-sink and
+NAME-http, and runs Go TCP servers on --tcp-host (default: the host of the
+TCP endpoint its listener publishes for the kernel-TCP lane), so ucx and
+Go TCP cross the same link in one run; it serves until interrupted. The
+ucx conns take the lane a dial picks (UCXNET_LANE=ucx on host A forces
+UCX). With --remote the transports are ucx and tcp, and ucx_perftest is
+not run.`,
 	Setup: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 		var o benchOptions
 		transports := fs.String("transports", "ucx,tcp,unix", "comma-separated `list` of transports: ucx, tcp, unix")
@@ -41,13 +56,31 @@ ucp_am_bw with the same environment and reports ucxnet's fraction of it.`,
 		fs.BoolVar(&o.json, "json", false, "print the results as JSON")
 		fs.BoolVar(&o.perftest, "perftest", true, "also run ucx_perftest, when on PATH, for UCX's ceiling")
 		fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this (the client) process's measurements to `file`")
+		fs.StringVar(&o.remote, "remote", "", "measure against the bench server published as `NAME` (see --serve)")
+		serve := fs.String("serve", "", "run a bench server published as `NAME` until interrupted, for --remote elsewhere")
+		tcpHost := fs.String("tcp-host", "", "with --serve: `host` the Go TCP servers listen on")
 		return func(ctx context.Context, sio *stdio, args []string) error {
 			if len(args) != 0 {
 				return usagef("bench takes no arguments")
 			}
+			explicit := map[string]bool{}
+			fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+			if (*serve != "" || o.remote != "") && !explicit["transports"] {
+				*transports = "ucx,tcp"
+			}
 			var err error
 			if o.transports, err = parseTransports(*transports); err != nil {
 				return usagef("%v", err)
+			}
+			switch {
+			case *serve != "" && o.remote != "":
+				return usagef("--serve and --remote exclude each other")
+			case *tcpHost != "" && *serve == "":
+				return usagef("--tcp-host goes with --serve")
+			case (*serve != "" || o.remote != "") && slices.Contains(o.transports, "unix"):
+				return usagef("unix sockets do not cross hosts: --serve and --remote take ucx and tcp")
+			case *serve != "":
+				return runBenchServer(ctx, sio, o.transports, benchServe{name: *serve, tcpHost: *tcpHost})
 			}
 			if o.sizes, err = parseSizes(*sizes); err != nil {
 				return usagef("%v", err)
@@ -67,6 +100,7 @@ type benchOptions struct {
 	json       bool
 	perftest   bool
 	cpuProfile string
+	remote     string // the name of a "bench --serve" server; "" runs a child
 }
 
 // Bench parameters.

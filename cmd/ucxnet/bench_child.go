@@ -57,11 +57,11 @@ func (c *benchChild) rusage() (user, sys time.Duration, err error) {
 		if !ok {
 			return 0, 0, fmt.Errorf("server process exited: %v", c.err)
 		}
-		var u, s int64
-		if _, err := fmt.Sscanf(line, "rusage %d %d", &u, &s); err != nil {
-			return 0, 0, fmt.Errorf("server's rusage answer %q: %v", line, err)
+		rest, ok := strings.CutPrefix(line, "rusage ")
+		if !ok {
+			return 0, 0, fmt.Errorf("server answered %q to rusage", truncate(line, 80))
 		}
-		return time.Duration(u) * time.Microsecond, time.Duration(s) * time.Microsecond, nil
+		return parseRusage(rest)
 	case <-time.After(10 * time.Second):
 		return 0, 0, errors.New("server did not answer the rusage request in 10s")
 	}

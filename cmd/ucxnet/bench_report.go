@@ -14,7 +14,9 @@ type benchReport struct {
 	Duration   string          `json:"duration"`
 	Transports []string        `json:"transports"`
 	Sizes      []int           `json:"sizes"`
-	UCXVia     []string        `json:"ucx_via,omitempty"` // UCX transports carrying the ucx conns
+	Server     string          `json:"server,omitempty"`   // --remote: the bench server's name
+	UCXVia     []string        `json:"ucx_via,omitempty"`  // UCX transports carrying the ucx conns
+	UCXLane    string          `json:"ucx_lane,omitempty"` // the ucx conns' lane and why
 	Rows       []*benchRow     `json:"rows"`
 	CPU        map[string]*cpu `json:"cpu"` // streaming phase, per transport
 	Perftest   *perftestReport `json:"perftest,omitempty"`
@@ -98,9 +100,13 @@ func printBench(w io.Writer, r *benchReport, el time.Duration) {
 	if tls == "" {
 		tls = "(unset: UCX picks)"
 	}
-	fmt.Fprintf(w, "ucxnet bench: UCX %s, UCX_TLS=%s, %v per measurement, client and server in separate processes\n", r.UCXVersion, tls, r.Duration)
+	where := "client and server in separate processes"
+	if r.Server != "" {
+		where = "server " + r.Server + " (bench --serve)"
+	}
+	fmt.Fprintf(w, "ucxnet bench: UCX %s, UCX_TLS=%s, %v per measurement, %s\n", r.UCXVersion, tls, r.Duration, where)
 	if len(r.UCXVia) > 0 {
-		fmt.Fprintf(w, "ucx conns carried by UCX transports %s\n", fmtTransports(r.UCXVia))
+		fmt.Fprintf(w, "ucx conns carried by %s (lane %s)\n", fmtTransports(r.UCXVia), r.UCXLane)
 	}
 	fmt.Fprintln(w)
 

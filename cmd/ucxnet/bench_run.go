@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"slices"
 	"time"
 
 	"github.com/ucxnet/ucxnet/ucxnet"
@@ -36,26 +37,46 @@ func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 	prog := &progressLine{w: sio.Err}
 	defer prog.clear()
 
-	dir, spec, reg, err := privateRegistry("ucxnet-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
+	var (
+		ut    *ucxnet.Transport
+		peer  benchPeer
+		addrs map[string]map[string]string
+	)
+	if o.remote != "" {
+		rep.Server = o.remote
+		o.perftest = false
+		prog.set("dialing the bench server %s", o.remote)
+		var err error
+		if ut, err = ucxnet.NewTransport(ucxnet.Config{}); err != nil {
+			return err
+		}
+		defer ut.Close()
+		r, err := dialBenchRemote(ctx, ut, o.remote, o.transports)
+		if err != nil {
+			return err
+		}
+		defer r.close()
+		peer, addrs = r, r.addrs
+	} else {
+		dir, spec, reg, err := privateRegistry("ucxnet-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
 
-	prog.set("starting the server process")
-	child, err := startBenchServer(ctx, sio, spec, dir, o.transports)
-	if err != nil {
-		return err
-	}
-	defer child.stop()
-	// A signal ends the run: killing the child unblocks whatever waits on
-	// it.
-	stopWatch := context.AfterFunc(ctx, child.kill)
-	defer stopWatch()
+		prog.set("starting the server process")
+		child, err := startBenchServer(ctx, sio, spec, dir, o.transports)
+		if err != nil {
+			return err
+		}
+		defer child.stop()
+		// A signal ends the run: killing the child unblocks whatever waits
+		// on it.
+		stopWatch := context.AfterFunc(ctx, child.kill)
+		defer stopWatch()
+		peer, addrs = child, child.addrs
 
-	var ut *ucxnet.Transport
-	for _, tr := range o.transports {
-		if tr == "ucx" {
+		if slices.Contains(o.transports, "ucx") {
 			if ut, err = ucxnet.NewTransport(ucxnet.Config{Registry: reg}); err != nil {
 				return err
 			}
@@ -76,17 +97,17 @@ func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 	}
 	for _, tr := range o.transports {
 		b := &benchTransport{
-			name: tr, addrs: child.addrs[tr], ut: ut, dur: o.duration,
+			name: tr, addrs: addrs[tr], ut: ut, dur: o.duration,
 			prog: func(what string) { prog.set("%s: %s", tr, what) },
 		}
-		if err := b.run(ctx, rep, child, o.sizes); err != nil {
+		if err := b.run(ctx, rep, peer, o.sizes); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("%s: %w", tr, err)
 		}
 		if tr == "ucx" {
-			rep.UCXVia = b.via
+			rep.UCXVia, rep.UCXLane = b.via, b.lane
 		}
 	}
 
@@ -119,6 +140,7 @@ type benchTransport struct {
 	dur   time.Duration
 	prog  func(string)
 	via   []string // ucx: UCX transports of the conns
+	lane  string   // ucx: the conns' lane and why
 }
 
 func (b *benchTransport) dial(ctx context.Context, svc string) (net.Conn, error) {
@@ -133,7 +155,9 @@ func (b *benchTransport) dial(ctx context.Context, svc string) (net.Conn, error)
 		d := ucxnet.Dialer{Transport: b.ut}
 		c, err := d.DialContext(ctx, "ucx", addr)
 		if err == nil && b.via == nil {
-			b.via = c.(*ucxnet.Conn).Transports()
+			uc := c.(*ucxnet.Conn)
+			lane, why := uc.Lane()
+			b.via, b.lane = uc.Transports(), lane+": "+why
 		}
 		return c, err
 	case "tcp":
@@ -145,7 +169,7 @@ func (b *benchTransport) dial(ctx context.Context, svc string) (net.Conn, error)
 	}
 }
 
-func (b *benchTransport) run(ctx context.Context, rep *benchReport, child *benchChild, sizes []int) error {
+func (b *benchTransport) run(ctx context.Context, rep *benchReport, child benchPeer, sizes []int) error {
 	// Round trips.
 	b.prog("64 B round trips")
 	p50, p99, err := b.pingPong(ctx)

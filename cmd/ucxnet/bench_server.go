@@ -34,8 +34,11 @@ prints "ready JSON" on stdout, JSON mapping transport to service to
 address, then answers commands on stdin, one a line:
 
   rusage   answers "rusage USER_US SYS_US": this process's CPU time so far
+  addrs    answers "addrs JSON", the JSON of the ready line
 
-It exits at EOF on stdin (its parent is gone) or on a signal.`,
+It exits at EOF on stdin (its parent is gone) or on a signal. "ucxnet
+bench --serve NAME" runs the same servers on their own, with the commands
+on the ucxnet listener NAME.`,
 	Setup: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 		transports := fs.String("transports", "ucx,tcp,unix", "comma-separated `list` of ucx, tcp, unix")
 		dir := fs.String("dir", "", "`directory` for the unix sockets (required with unix)")
@@ -47,7 +50,7 @@ It exits at EOF on stdin (its parent is gone) or on a signal.`,
 			if err != nil {
 				return usagef("%v", err)
 			}
-			return runBenchServer(ctx, sio, tl, *dir)
+			return runBenchServer(ctx, sio, tl, benchServe{dir: *dir})
 		}
 	},
 }
@@ -64,20 +67,45 @@ var benchServices = []string{svcEcho, svcSink, svcHTTP}
 // benchHTTPBody is the answer of the bench HTTP server.
 var benchHTTPBody = []byte("bench response\n")
 
-func runBenchServer(ctx context.Context, sio *stdio, transports []string, dir string) error {
+// benchServe says where a bench server runs: as bench's child (name "")
+// or on its own under name, for "bench --remote name" on another host.
+type benchServe struct {
+	dir     string // directory for the unix sockets
+	name    string // "": bench's child; else the published control name
+	tcpHost string // host for the Go TCP servers; "" = the child's loopback or the lane's endpoint
+}
+
+func runBenchServer(ctx context.Context, sio *stdio, transports []string, sv benchServe) error {
 	var (
 		lns   []benchListener
 		addrs = map[string]map[string]string{}
 		ut    *ucxnet.Transport
+		ctl   net.Listener
 	)
 	defer func() {
 		for _, l := range lns {
 			l.ln.Close()
 		}
+		if ctl != nil {
+			ctl.Close()
+		}
 		if ut != nil {
 			ut.Close()
 		}
 	}()
+	tcpHost := "127.0.0.1"
+	if sv.name != "" {
+		var err error
+		if ut, err = ucxnet.DefaultTransport(); err != nil {
+			return err
+		}
+		if ctl, err = (&ucxnet.ListenConfig{Transport: ut}).Listen(ctx, "ucx", sv.name); err != nil {
+			return fmt.Errorf("control listener: %w", err)
+		}
+		if tcpHost, err = serveTCPHost(ut, sv); err != nil {
+			return err
+		}
+	}
 	for _, tr := range transports {
 		addrs[tr] = map[string]string{}
 		for _, svc := range benchServices {
@@ -92,15 +120,19 @@ func runBenchServer(ctx context.Context, sio *stdio, transports []string, dir st
 						return err
 					}
 				}
+				name := "bench-" + svc + "-" + registry.UniqueName()
+				if sv.name != "" {
+					name = sv.name + "-" + svc
+				}
 				lc := ucxnet.ListenConfig{Transport: ut}
-				ln, err = lc.Listen(ctx, "ucx", "bench-"+svc+"-"+registry.UniqueName())
+				ln, err = lc.Listen(ctx, "ucx", name)
 			case "tcp":
-				ln, err = net.Listen("tcp", "127.0.0.1:0")
+				ln, err = net.Listen("tcp", net.JoinHostPort(tcpHost, "0"))
 			case "unix":
-				if dir == "" {
+				if sv.dir == "" {
 					return usagef("--dir is required with unix")
 				}
-				ln, err = net.Listen("unix", filepath.Join(dir, svc+".sock"))
+				ln, err = net.Listen("unix", filepath.Join(sv.dir, svc+".sock"))
 			}
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", tr, svc, err)
@@ -110,7 +142,7 @@ func runBenchServer(ctx context.Context, sio *stdio, transports []string, dir st
 		}
 	}
 
-	errc := make(chan error, len(lns))
+	errc := make(chan error, len(lns)+1)
 	var servers []*http.Server
 	for _, l := range lns {
 		switch l.svc {
@@ -135,27 +167,18 @@ func runBenchServer(ctx context.Context, sio *stdio, transports []string, dir st
 		return err
 	}
 
-	// Commands on stdin until EOF.
+	// Commands: on stdin until EOF (bench's child), or on each conn to the
+	// control listener until a signal.
 	cmdDone := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(sio.In)
-		for sc.Scan() {
-			switch strings.TrimSpace(sc.Text()) {
-			case "rusage":
-				u, s := selfRusage()
-				fmt.Fprintf(out, "rusage %d %d\n", u.Microseconds(), s.Microseconds())
-			case "":
-				continue
-			default:
-				fmt.Fprintf(out, "error unknown command %q\n", sc.Text())
-			}
-			if err := out.Flush(); err != nil {
-				cmdDone <- err
-				return
-			}
-		}
-		cmdDone <- sc.Err()
-	}()
+	if ctl == nil {
+		go func() { cmdDone <- benchCommands(sio.In, sio.Out, b) }()
+	} else {
+		fmt.Fprintf(sio.Err, "bench server %s: ucx %s, Go TCP on %s; run \"ucxnet bench --remote %s\" with the same registry; Ctrl-C ends it\n",
+			sv.name, sv.name+"-{echo,sink,http}", tcpHost, sv.name)
+		go func() {
+			errc <- serveConns(ctl, func(c net.Conn) { benchCommands(c, c, b) })
+		}()
+	}
 	var serr error
 	select {
 	case <-cmdDone:
@@ -171,6 +194,53 @@ func runBenchServer(ctx context.Context, sio *stdio, transports []string, dir st
 		return serr
 	}
 	return nil
+}
+
+// serveTCPHost returns the host the Go TCP servers of "bench --serve"
+// listen on: --tcp-host, else the host of the first TCP endpoint the
+// control listener publishes for the kernel-TCP lane (so that Go's TCP and
+// the lane cross the same link).
+func serveTCPHost(ut *ucxnet.Transport, sv benchServe) (string, error) {
+	if sv.tcpHost != "" {
+		return sv.tcpHost, nil
+	}
+	info, err := ut.LaneTo(sv.name)
+	if err != nil {
+		return "", fmt.Errorf("reading back the control listener's entry: %w", err)
+	}
+	for _, ep := range info.Endpoints {
+		if h, _, err := net.SplitHostPort(ep); err == nil {
+			return h, nil
+		}
+	}
+	return "", usagef("the listener publishes no TCP endpoint (UCX_TLS set, or the lane forced to ucx): give --tcp-host")
+}
+
+// benchCommands answers the bench server's commands, one a line, read from
+// r until EOF, on w:
+//
+//	rusage   "rusage USER_US SYS_US": this process's CPU time so far
+//	addrs    "addrs JSON": transport → service → address
+func benchCommands(r io.Reader, w io.Writer, addrs []byte) error {
+	out := bufio.NewWriter(w)
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		switch cmd := strings.TrimSpace(sc.Text()); cmd {
+		case "rusage":
+			u, s := selfRusage()
+			fmt.Fprintf(out, "rusage %d %d\n", u.Microseconds(), s.Microseconds())
+		case "addrs":
+			fmt.Fprintf(out, "addrs %s\n", addrs)
+		case "":
+			continue
+		default:
+			fmt.Fprintf(out, "error unknown command %q\n", cmd)
+		}
+		if err := out.Flush(); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }
 
 type benchListener struct {

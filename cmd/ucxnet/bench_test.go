@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,27 +21,149 @@ func TestBench(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	var rep struct {
-		Transports []string `json:"transports"`
-		Sizes      []int    `json:"sizes"`
-		Rows       []struct {
-			Key    string             `json:"key"`
-			Label  string             `json:"label"`
-			Unit   string             `json:"unit"`
-			Better string             `json:"better"`
-			Values map[string]float64 `json:"values"`
-		} `json:"rows"`
-		CPU map[string]struct {
-			ClientSec float64 `json:"client_s"`
-			ServerSec float64 `json:"server_s"`
-			Bytes     int64   `json:"bytes"`
-		} `json:"cpu"`
-		Perftest *struct {
-			Error string `json:"error"`
-		} `json:"perftest"`
+	rep := checkBenchReport(t, r.stdout)
+	if rep.Server != "" {
+		t.Errorf("server %q, want none (a child process)", rep.Server)
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("bench --json output is not JSON: %v\n%s", err, r.stdout)
+	if rep.Perftest != nil && rep.Perftest.Error != "" {
+		t.Logf("ucx_perftest: %s", rep.Perftest.Error)
+	}
+	if !strings.Contains(r.stderr, "\rbench: ") {
+		t.Errorf("no progress line on stderr: %q", r.stderr)
+	}
+}
+
+// TestBenchRemote runs "bench --serve" and "bench --remote" against it
+// through one registry, as on two hosts: the report has every row for ucx
+// and Go TCP, names the server and its lane, and counts the server's CPU;
+// the server serves a second client, then ends at SIGINT with status 0.
+func TestBenchRemote(t *testing.T) {
+	reg := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv := binCommand(ctx, t, reg, "bench", "--serve", "rb", "--tcp-host", "127.0.0.1")
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srvErr lockedBuffer
+	srv.Stderr = &srvErr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		srv.Process.Kill()
+		srv.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ready ") {
+		t.Fatalf("bench --serve said %q (%v); stderr:\n%s", line, err, srvErr.String())
+	}
+	for i := range 2 {
+		r := runBin(t, reg, nil, 50*time.Second, "bench", "--remote", "rb", "--duration", "100ms", "--sizes", "64k", "--json")
+		if r.code != 0 {
+			t.Fatalf("bench --remote (run %d): exit %d\nstdout:\n%s\nstderr:\n%s\nserver's stderr:\n%s", i, r.code, r.stdout, r.stderr, srvErr.String())
+		}
+		rep := checkBenchReport(t, r.stdout)
+		if rep.Server != "rb" || rep.Perftest != nil {
+			t.Errorf("server %q, perftest %+v; want rb and no ucx_perftest run", rep.Server, rep.Perftest)
+		}
+		if !strings.HasPrefix(rep.UCXLane, "ucx: ") && !strings.HasPrefix(rep.UCXLane, "tcp: ") {
+			t.Errorf("ucx_lane %q, want the lane and its reason", rep.UCXLane)
+		}
+	}
+	if err := srv.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Wait(); err != nil {
+		t.Errorf("bench --serve after SIGINT: %v\nstderr:\n%s", err, srvErr.String())
+	}
+}
+
+// TestBenchRemoteErrors: flags that cannot go together are usage errors,
+// and a server nobody runs is refused at once.
+func TestBenchRemoteErrors(t *testing.T) {
+	reg := t.TempDir()
+	for _, args := range [][]string{
+		{"--serve", "a", "--remote", "b"},
+		{"--remote", "b", "--transports", "ucx,unix"},
+		{"--serve", "a", "--transports", "unix"},
+		{"--tcp-host", "127.0.0.1"},
+	} {
+		r := runBin(t, reg, nil, 20*time.Second, append([]string{"bench"}, args...)...)
+		if r.code != 2 {
+			t.Errorf("bench %v: exit %d, want 2 (usage)\nstderr:\n%s", args, r.code, r.stderr)
+		}
+	}
+	r := runBin(t, reg, nil, 20*time.Second, "bench", "--remote", "nobody-serves-this")
+	if r.code != 1 || !strings.Contains(r.stderr, "connection refused") {
+		t.Errorf("bench --remote to nobody: exit %d, want 1 and connection refused\nstderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestParseBenchAddrs: a server's address list is checked before use.
+func TestParseBenchAddrs(t *testing.T) {
+	good := `{"ucx":{"echo":"x-echo","sink":"x-sink","http":"x-http"},"tcp":{"echo":"10.0.0.1:1","sink":"10.0.0.1:2","http":"[::1]:3"}}`
+	m, err := parseBenchAddrs(good, []string{"ucx", "tcp"})
+	if err != nil || m["tcp"]["http"] != "[::1]:3" || m["ucx"]["sink"] != "x-sink" {
+		t.Fatalf("good list: %v, %v", m, err)
+	}
+	for _, bad := range []string{
+		``, `null`, `[]`, `{"ucx":1}`,
+		`{"ucx":{"echo":"x-echo","sink":"x-sink","http":"x-http"}}`, // no tcp
+		`{"ucx":{"echo":"x-echo","sink":"x-sink"},"tcp":{"echo":"a:1","sink":"a:2","http":"a:3"}}`,
+		`{"ucx":{"echo":"x-echo","sink":"x-sink","http":"../x"},"tcp":{"echo":"a:1","sink":"a:2","http":"a:3"}}`,
+		`{"ucx":{"echo":"x-echo","sink":"x-sink","http":"x-http"},"tcp":{"echo":"a:1","sink":"a","http":"a:3"}}`,
+	} {
+		if _, err := parseBenchAddrs(bad, []string{"ucx", "tcp"}); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+	if _, err := parseBenchAddrs(`{"unix":{"echo":"/s","sink":"/s","http":"/s"}}`, []string{"unix"}); err == nil {
+		t.Error("unix addresses accepted from a remote server")
+	}
+	for _, bad := range []string{"", "1", "a b", "-1 2", "1 -2", "99999999999999999999 1"} {
+		if _, _, err := parseRusage(bad); err == nil {
+			t.Errorf("rusage %q: accepted", bad)
+		}
+	}
+	if u, s, err := parseRusage("1500 2"); err != nil || u != 1500*time.Microsecond || s != 2*time.Microsecond {
+		t.Errorf("rusage 1500 2: %v %v %v", u, s, err)
+	}
+}
+
+// benchReportJSON is the part of bench's --json report the tests check.
+type benchReportJSON struct {
+	Server     string   `json:"server"`
+	UCXLane    string   `json:"ucx_lane"`
+	Transports []string `json:"transports"`
+	Sizes      []int    `json:"sizes"`
+	Rows       []struct {
+		Key    string             `json:"key"`
+		Label  string             `json:"label"`
+		Unit   string             `json:"unit"`
+		Better string             `json:"better"`
+		Values map[string]float64 `json:"values"`
+	} `json:"rows"`
+	CPU map[string]struct {
+		ClientSec float64 `json:"client_s"`
+		ServerSec float64 `json:"server_s"`
+		Bytes     int64   `json:"bytes"`
+	} `json:"cpu"`
+	Perftest *struct {
+		Error string `json:"error"`
+	} `json:"perftest"`
+}
+
+// checkBenchReport checks that a report of a run over ucx and tcp with
+// --sizes 64k has every row with a positive value per transport, and CPU
+// time of both processes. It asserts nothing about which transport is
+// faster: timings on a shared machine are noise.
+func checkBenchReport(t *testing.T, out string) benchReportJSON {
+	t.Helper()
+	var rep benchReportJSON
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("bench --json output is not JSON: %v\n%s", err, out)
 	}
 	if fmt.Sprint(rep.Transports) != "[ucx tcp]" || fmt.Sprint(rep.Sizes) != "[65536]" {
 		t.Errorf("transports %v, sizes %v; want [ucx tcp], [65536]", rep.Transports, rep.Sizes)
@@ -77,10 +202,5 @@ func TestBench(t *testing.T) {
 			t.Errorf("cpu[%s] = %+v, want positive bytes and CPU times of both processes", tr, c)
 		}
 	}
-	if rep.Perftest != nil && rep.Perftest.Error != "" {
-		t.Logf("ucx_perftest: %s", rep.Perftest.Error)
-	}
-	if !strings.Contains(r.stderr, "\rbench: ") {
-		t.Errorf("no progress line on stderr: %q", r.stderr)
-	}
+	return rep
 }
