@@ -42,13 +42,15 @@ const (
 	// KindRefuse is a handshake frame with no payload; ConnID is the dialer's
 	// conn id and Aux holds a RefuseCode.
 	KindRefuse Kind = 7
-	// KindPing is unordered with no payload, reserved for keepalive. Aux is
-	// echoed back in the reply, which carries FlagReply (a pong).
+	// KindPing is unordered with no payload: the per-peer keepalive probe.
+	// Aux is the sender's conn id, echoed back in the reply, which carries
+	// FlagReply (a pong).
 	KindPing Kind = 8
 	// KindAuth is the pre-shared-key step of the handshake. From the dialer
 	// (ConnID = the listener's conn id) its payload is a Hello whose MAC
 	// answers the listener's challenge; the listener's reply (ConnID = the
-	// dialer's conn id, FlagReply, no payload) confirms the conn.
+	// dialer's conn id, FlagReply) is a Hello whose MAC is its own proof,
+	// and confirms the conn.
 	KindAuth Kind = 9
 )
 
@@ -75,7 +77,8 @@ func (k Kind) String() string {
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// FlagReply marks a KindPing frame as the reply (pong) to a ping.
+// FlagReply marks a reply: a KindPing's answer (pong) and the listener's
+// KindAuth.
 const FlagReply uint16 = 1
 
 // RstCode is the reason carried in the Aux field of a KindRst frame.
@@ -87,10 +90,12 @@ const (
 	RstAbort RstCode = 1
 	// RstProtocol reports a protocol violation by the peer.
 	RstProtocol RstCode = 2
-	// RstWindow reports that the peer overran the receive window.
+	// RstWindow reports that the peer overran the receive window. Never
+	// sent by this version (an overrun is reset with RstProtocol); kept so
+	// that a receiver names it.
 	RstWindow RstCode = 3
-	// RstUnknownConn answers a frame addressed to a conn id that does not
-	// exist.
+	// RstUnknownConn would answer a frame addressed to a conn id that does
+	// not exist. Never sent by this version (such frames are dropped).
 	RstUnknownConn RstCode = 4
 	// RstShutdown reports that the transport is closing.
 	RstShutdown RstCode = 5
@@ -123,6 +128,7 @@ const (
 	// RefuseBacklog: the listener's accept backlog is full.
 	RefuseBacklog RefuseCode = 2
 	// RefuseVersion: the listener does not speak the dialer's version.
+	// Never sent by this version (frames of another version are dropped).
 	RefuseVersion RefuseCode = 3
 	// RefuseAuth: authentication failed.
 	RefuseAuth RefuseCode = 4
@@ -182,7 +188,7 @@ type Header struct {
 	Length uint32 // payload length in bytes
 	ConnID uint64 // destination conn id at the receiver (0 for KindConnect)
 	Seq    uint64 // sequence number of ordered kinds (KindData, KindFin)
-	Aux    uint64 // kind-specific value: window limit, RstCode, RefuseCode, ping token
+	Aux    uint64 // kind-specific value: window limit, RstCode, RefuseCode, PING sender's conn id
 }
 
 // Encode writes h, with the current Version, into b[:HeaderLen]. It panics
@@ -238,8 +244,9 @@ func DecodeHeader(b []byte) (Header, error) {
 // 1..maxPayload bytes (ErrEmptyData, ErrPayloadTooLarge); KindFin, KindRst,
 // KindWindow, KindRefuse and KindPing take none (ErrUnexpectedPayload);
 // KindConnect and KindAccept need a 1..MaxHelloLen byte Hello (ErrBadHello,
-// ErrPayloadTooLarge); KindAuth takes at most MaxHelloLen bytes. KindConnect must have ConnID 0 and every other kind
-// a non-zero ConnID (ErrBadConnID).
+// ErrPayloadTooLarge); KindAuth (a Hello both ways, checked when decoded)
+// takes at most MaxHelloLen bytes. KindConnect must have ConnID 0 and
+// every other kind a non-zero ConnID (ErrBadConnID).
 func (h Header) Validate(payloadLen int, maxPayload int) error {
 	if payloadLen < 0 || uint64(h.Length) != uint64(payloadLen) {
 		return ErrLengthMismatch
