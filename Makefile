@@ -7,7 +7,7 @@ TEST_TIMEOUT ?= 600s
 # Module folders: the core module and the nested ones that exist.
 MODULES   := . $(patsubst %/go.mod,%,$(wildcard compat/*/go.mod))
 
-.PHONY: all deps build vet check-builds test test-tcp test-sm fuzz-short run bench fuzz clean test-ucx golden-addresses
+.PHONY: all deps build vet check-builds test test-tcp test-sm fuzz-short run bench bench-loopback bench-crosshost fuzz clean test-ucx golden-addresses
 
 all: build
 
@@ -117,6 +117,16 @@ run: build
 
 bench: build
 	./$(BIN) bench
+
+## bench-loopback: ucxnet vs Go TCP over sm and UCX_TLS=tcp, interleaved
+## rounds, medians with spread (ROUNDS, DURATION, SIZES; see the script).
+bench-loopback: build
+	BIN=$(CURDIR)/$(BIN) scripts/loopback-bench.sh
+
+## bench-crosshost: ucxnet vs Go TCP between two simulated hosts (netns +
+## veth, as root), UCX lane forced vs the default lane.
+bench-crosshost: build
+	BIN=$(CURDIR)/$(BIN) scripts/crosshost-bench.sh
 
 fuzz: deps
 	$(MAKE) fuzz-short FUZZTIME=60s

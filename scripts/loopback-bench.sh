@@ -1,0 +1,37 @@
+#!/bin/sh
+# loopback-bench.sh: ucxnet against Go TCP on one host, over shared memory
+# and over UCX's tcp.
+#
+# ROUNDS rounds of "ucxnet bench --transports ucx,tcp --json", each round
+# once with UCX_TLS=sm and once with UCX_TLS=tcp (Go TCP over 127.0.0.1 in
+# the same runs). It prints a Markdown table of medians with the lowest
+# and highest per-run ratio (scripts/benchsummary.py) and keeps the JSON
+# reports in OUT.
+#
+# Needs python3. Settings (env): ROUNDS (3), DURATION (500ms), SIZES
+# (4k,64k,1m), OUT (a new temp dir), BIN (the ucxnet binary; default: built
+# from this tree into OUT).
+set -eu
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-500ms}
+SIZES=${SIZES:-4k,64k,1m}
+OUT=${OUT:-$(mktemp -d /tmp/ucxnet-loopback.XXXXXX)}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$OUT"
+if [ -z "${BIN:-}" ]; then
+	BIN=$OUT/ucxnet
+	(cd "$ROOT" && go build -o "$BIN" ./cmd/ucxnet)
+fi
+
+for r in $(seq "$ROUNDS"); do
+	for tls in sm tcp; do
+		echo "round $r UCX_TLS=$tls: $(uptime)" | tee -a "$OUT/load.txt" >&2
+		env -u UCXNET_LANE UCX_TLS=$tls "$BIN" bench --transports ucx,tcp --perftest=false \
+			--duration "$DURATION" --sizes "$SIZES" --json >"$OUT/r$r-$tls.json" 2>"$OUT/r$r-$tls.err" ||
+			{ cat "$OUT/r$r-$tls.err" >&2; exit 1; }
+	done
+done
+
+echo "reports in $OUT; ratio: >1 means ucxnet is better (for latency and CPU Go/ucxnet, for rates ucxnet/Go)"
+python3 "$ROOT/scripts/benchsummary.py" "UCX_TLS=sm=$OUT/r*-sm.json" "UCX_TLS=tcp=$OUT/r*-tcp.json"
