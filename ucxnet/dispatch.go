@@ -28,11 +28,12 @@ type engineHandler struct{ t *Transport }
 // goroutine.
 func (h engineHandler) HandleEvents(evs []engine.Event) { h.t.handleEvents(evs) }
 
-// Tick implements engine.Ticker: the keepalive sweep and the watch over
-// the process's shared-memory FIFOs (smfifo_linux.go) ride on the engine's
-// wake-ups.
+// Tick implements engine.Ticker: the keepalive sweep, the watch over
+// the process's shared-memory FIFOs (smfifo_linux.go) and the close-on-exec
+// sweep (cloexec_linux.go) ride on the engine's wake-ups.
 func (h engineHandler) Tick(now time.Time) {
 	smWatch.tick(now)
+	fdSweep.tick(now)
 	h.t.tick(now)
 }
 
@@ -145,6 +146,9 @@ func (t *Transport) handleFrame(ev *engine.Event, now int64) {
 	}
 	switch h.Kind {
 	case stream.KindAccept, stream.KindRefuse:
+		// Before the dial can return: the connection UCX's async thread
+		// accepted from the listener.
+		t.markUCXFDs()
 		c.handleHandshake(h, ev.Data, ev.From)
 		if h.Kind == stream.KindAccept && c.peer != nil && c.from == ev.From && t.lookup(h.ConnID) == c {
 			t.mu.Lock()

@@ -237,6 +237,7 @@ func (t *Transport) peerForLocked(addr []byte, dial bool, from uintptr) (*peer, 
 	if err != nil {
 		return nil, err
 	}
+	t.markUCXFDs() // the endpoint's sockets
 	now := time.Now()
 	p := &peer{addr: string(addr), ep: ep, conns: make(map[uint64]*Conn), idleSince: now}
 	p.lastRecv.Store(now.UnixNano())

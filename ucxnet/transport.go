@@ -75,7 +75,7 @@ type Transport struct {
 // NewTransport starts a transport: a UCP context, a worker and its
 // progress engine.
 func NewTransport(cfg Config) (*Transport, error) {
-	return newTransport(cfg, func(cfg Config, h engine.Handler) (engine.Engine, error) {
+	t, err := newTransport(cfg, func(cfg Config, h engine.Handler) (engine.Engine, error) {
 		eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin, SpinMax: cfg.SpinMax}, h)
 		if err != nil && errors.Is(err, ErrUnsupported) {
 			return startNoUCX(cfg, err) // kernel TCP only (noucx.go)
@@ -89,6 +89,11 @@ func NewTransport(cfg Config) (*Transport, error) {
 		}
 		return eng, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	t.markUCXFDs() // the worker's sockets and epoll instances
+	return t, nil
 }
 
 // startEngine starts the engine a transport runs on, delivering to h.
