@@ -129,6 +129,12 @@ type Config struct {
 	// are rate-limited (a burst of 10, then one a second) with a count of
 	// those suppressed. Nil: no logging.
 	Logger *slog.Logger
+	// StatsDir is the directory where the transport serves its Snapshot
+	// on a Unix socket of its own (mode 0600, answering only this user),
+	// for `ucxnet ls`. Empty: $UCXNET_STATS_DIR, else ".stats" in the
+	// default registry directory (see StatsDir). "off" (StatsOff), as
+	// either, serves none. Linux only.
+	StatsDir string
 }
 
 // ZeroCopyMin is the smallest write (or window-limited part of one) that

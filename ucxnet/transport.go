@@ -68,8 +68,9 @@ type Transport struct {
 	ops   map[uint64]chan error // flushes and zero-copy sends UCX has not finished, by token
 
 	stats    counters
-	logLimit logLimiter // Config.Logger records a peer's input causes (logger.go)
-	lanes    laneConns  // conns on the kernel-TCP lane (tcpconn.go)
+	statsSrv *statsServer // the stats socket (statsock.go); nil: none
+	logLimit logLimiter   // Config.Logger records a peer's input causes (logger.go)
+	lanes    laneConns    // conns on the kernel-TCP lane (tcpconn.go)
 }
 
 // NewTransport starts a transport: a UCP context, a worker and its
@@ -189,6 +190,8 @@ func newTransport(cfg Config, start startEngine) (*Transport, error) {
 		return nil, err
 	}
 	t.eng = eng
+	t.serveStats()
+	addLive(t)
 	return t, nil
 }
 
@@ -233,11 +236,14 @@ func (t *Transport) Close() error {
 	}
 	t.closed = true
 	close(t.closing)
+	srv := t.statsSrv
 	ls := make([]*Listener, 0, len(t.listeners))
 	for _, l := range t.listeners {
 		ls = append(ls, l)
 	}
 	t.mu.Unlock()
+	srv.close()
+	removeLive(t)
 	for _, l := range ls {
 		l.Close()
 	}

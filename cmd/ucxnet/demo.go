@@ -41,6 +41,7 @@ interface it may use (--net-devices, i.e. UCX_NET_DEVICES, restricts it).`,
 		fs.IntVar(&o.downloadMiB, "download", 64, "download size in `MiB` per transport")
 		fs.IntVar(&o.echoMiB, "echo", 8, "POST body size in `MiB` echoed back")
 		fs.StringVar(&o.netDevices, "net-devices", "", netDevicesUsage)
+		fs.DurationVar(&o.hold, "hold", 0, "at the end, keep both processes and their conns open this `long` (Ctrl-C ends it), for `ucxnet ls` in another terminal")
 		return func(ctx context.Context, sio *stdio, args []string) error {
 			if len(args) != 0 {
 				return usagef("demo takes no arguments")
@@ -59,6 +60,7 @@ type demoOptions struct {
 	downloadMiB int
 	echoMiB     int
 	netDevices  string
+	hold        time.Duration
 }
 
 func runDemo(ctx context.Context, sio *stdio, o demoOptions) (err error) {
@@ -225,6 +227,15 @@ func runDemo(ctx context.Context, sio *stdio, o demoOptions) (err error) {
 	fmt.Fprintf(w, "client transport: %d frames / %d bytes out, %d frames / %d bytes in, %d resets, %d peer failures\n",
 		st.FramesOut, st.BytesOut, st.FramesIn, st.BytesIn, st.ResetsReceived+st.ResetsSent, st.PeerFailures)
 	fmt.Fprintf(w, "demo finished in %v\n", time.Since(t0).Round(10*time.Millisecond))
+	if o.hold <= 0 {
+		fmt.Fprintf(w, "(to see both processes' conns live: ucxnet demo --hold 30s, and ucxnet ls in another terminal)\n")
+		return nil
+	}
+	fmt.Fprintf(w, "holding both processes and their conns open for %v (Ctrl-C ends it): run ucxnet ls in another terminal\n", o.hold)
+	select {
+	case <-ctx.Done():
+	case <-time.After(o.hold):
+	}
 	return nil
 }
 

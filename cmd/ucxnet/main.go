@@ -11,6 +11,7 @@
 //	ucxnet bench            ucxnet vs Go TCP (and unix sockets): round trips and streams, cross-process
 //	ucxnet registry         serve the HTTP name registry (token by default, optional TLS)
 //	ucxnet psk FILE         write a new random pre-shared key (mode 0600)
+//	ucxnet ls               live conns and listeners of this user's processes (alias ss)
 //	ucxnet help [COMMAND]   usage
 //
 // Every command takes --help. Errors are reported as
@@ -78,6 +79,8 @@ var commands = []*command{
 	benchCmd,    // cmd/ucxnet/bench.go: `make bench` runs `ucxnet bench`.
 	registryCmd, // cmd/ucxnet/registry_cmd.go: HTTP registry server
 	pskCmd,      // cmd/ucxnet/psk.go: a random pre-shared key file
+	lsCmd,       // cmd/ucxnet/ls.go: live conns and listeners of this user's processes
+	ssCmd,       // hidden: ls under the name ss
 
 	demoServerCmd,  // hidden: the child process of demo
 	benchServerCmd, // hidden: the child process of bench
