@@ -5,7 +5,7 @@ BIN       := bin/ucxnet
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TEST_TIMEOUT ?= 600s
 # Module folders: the core module and the nested ones that exist.
-MODULES   := . $(patsubst %/go.mod,%,$(wildcard compat/*/go.mod))
+MODULES   := . $(patsubst %/go.mod,%,$(wildcard compat/*/go.mod)) recipes
 
 .PHONY: all deps build vet check-builds test test-tcp test-sm fuzz-short run bench bench-loopback bench-crosshost fuzz clean test-ucx golden-addresses
 
