@@ -71,11 +71,13 @@ for side in "$NS_S $VS" "$NS_C $VC"; do
 done
 
 # host NS VETH CMD...: run CMD as a simulated host (own hostname, IPC and
-# /dev/shm) with UCX_TLS and UCXNET_LANE unset unless CMD sets them.
+# /dev/shm) with UCX_TLS and UCXNET_LANE unset unless CMD sets them. It
+# execs: call it in a subshell or in the background, so that the pid is
+# CMD's own.
 host() {
 	ns=$1 dev=$2
 	shift 2
-	ip netns exec "$ns" unshare --uts --ipc --mount --propagation private \
+	exec ip netns exec "$ns" unshare --uts --ipc --mount --propagation private \
 		sh -c 'hostname "$0" && mount -t tmpfs tmpfs /dev/shm && exec "$@"' "$ns" \
 		env -u UCX_TLS -u UCXNET_LANE UCX_NET_DEVICES="$dev" UCXNET_REGISTRY="dir:$REG" "$@"
 }
@@ -96,8 +98,8 @@ done
 for r in $(seq "$ROUNDS"); do
 	for lane in ucx auto; do
 		echo "round $r lane $lane: $(uptime)" | tee -a "$OUT/load.txt" >&2
-		host "$NS_C" "$VC" env UCXNET_LANE=$lane "$BIN" bench --remote xbench \
-			--duration "$DURATION" --sizes "$SIZES" --json >"$OUT/r$r-lane-$lane.json" 2>"$OUT/r$r-lane-$lane.err" ||
+		(host "$NS_C" "$VC" env UCXNET_LANE=$lane "$BIN" bench --remote xbench \
+			--duration "$DURATION" --sizes "$SIZES" --json) >"$OUT/r$r-lane-$lane.json" 2>"$OUT/r$r-lane-$lane.err" ||
 			{ cat "$OUT/r$r-lane-$lane.err" >&2; exit 1; }
 	done
 done
