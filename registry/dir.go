@@ -544,10 +544,9 @@ func verdictName(v verdict) string {
 	}
 }
 
-// Instances returns the live entries whose Service equals service, sorted by
-// Name. Stale and corrupt entry files are removed; files not ending in
-// ".entry", and those starting with '.', are ignored.
-func (d *Dir) Instances(ctx context.Context, service string) ([]Entry, error) {
+// entryFiles lists the names of the entry files: those ending in
+// ".entry" and not starting with '.'.
+func (d *Dir) entryFiles(ctx context.Context) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -555,13 +554,26 @@ func (d *Dir) Instances(ctx context.Context, service string) ([]Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
+	var bases []string
+	for _, de := range des {
+		if base := de.Name(); !strings.HasPrefix(base, ".") && strings.HasSuffix(base, entrySuffix) {
+			bases = append(bases, base)
+		}
+	}
+	return bases, nil
+}
+
+// Instances returns the live entries whose Service equals service, sorted by
+// Name. Stale and corrupt entry files are removed; files not ending in
+// ".entry", and those starting with '.', are ignored.
+func (d *Dir) Instances(ctx context.Context, service string) ([]Entry, error) {
+	bases, err := d.entryFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := []Entry{}
 	var bad []string
-	for _, de := range des {
-		base := de.Name()
-		if strings.HasPrefix(base, ".") || !strings.HasSuffix(base, entrySuffix) {
-			continue
-		}
+	for _, base := range bases {
 		l, err := d.load(base)
 		if err != nil {
 			return nil, err

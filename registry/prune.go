@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"fmt"
-	"strings"
 )
 
 // Prune removes every stale entry file (its publisher on this host is
@@ -12,19 +11,12 @@ import (
 // Each file is judged again under the directory's lock before it goes, so
 // an entry of a live process is never removed.
 func (d *Dir) Prune(ctx context.Context) ([]string, error) {
-	if err := ctx.Err(); err != nil {
+	bases, err := d.entryFiles(ctx)
+	if err != nil {
 		return nil, err
 	}
-	des, err := d.readDir()
-	if err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
-	}
 	var bad []string
-	for _, de := range des {
-		base := de.Name()
-		if strings.HasPrefix(base, ".") || !strings.HasSuffix(base, entrySuffix) {
-			continue
-		}
+	for _, base := range bases {
 		l, err := d.load(base)
 		if err != nil {
 			return nil, err
