@@ -213,6 +213,37 @@ func TestIdleSleepsAndWakes(t *testing.T) {
 	t.Logf("frame to a sleeping engine delivered in %v", time.Since(start))
 }
 
+// A send that UCX finishes at once leaves the sender's sleeping engine
+// asleep: it has nothing to progress for it, and the reply (if any) wakes
+// it through the event fd. Before, every send to a sleeping engine woke it
+// (one wake-up per send), and it then spun.
+func TestSendLeavesEngineAsleep(t *testing.T) {
+	a, b := newCollector(t), newCollector(t)
+	defer a.eng.Close(time.Second)
+	defer b.eng.Close(time.Second)
+	ep, err := a.eng.Connect(b.eng.Address())
+	require.NoError(t, err)
+	defer a.eng.CloseEP(ep, true)
+	var hdr [8]byte
+	send := func(id uint64) {
+		binary.LittleEndian.PutUint64(hdr[:], id)
+		require.NoError(t, a.eng.Send(ep, hdr[:], []byte("ping")))
+		b.wait(t, func() bool { return len(b.got) == int(id) })
+	}
+	send(1) // wireup
+	time.Sleep(50 * time.Millisecond)
+	const n = 20
+	w0 := a.eng.Stats().Wakeups
+	for i := uint64(2); i < n+2; i++ {
+		send(i)
+		time.Sleep(time.Millisecond) // a's engine is asleep again
+	}
+	w1 := a.eng.Stats().Wakeups
+	// Its backstop timer wakes it every 100 ms: a few at most over the
+	// ~30 ms of sends, where one a send would be n.
+	require.Less(t, w1-w0, uint64(n/2), "the sender's engine woke %d times for %d sends", w1-w0, n)
+}
+
 func TestTransportsParse(t *testing.T) {
 	info := "#\n#                 lane[0]:  2:posix/memory.0 md1  rma_bw#0\n" +
 		"#                 lane[1]:  3:cma/memory.0 md2  rma_bw#1\n" +
