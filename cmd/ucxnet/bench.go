@@ -24,6 +24,9 @@ with --serve), for each transport of --transports:
 
   - 64 B ping-pong round trip, p50 and p99, one conn;
   - 64 B ping-pong on 16 conns at once: round trips/s of all together;
+  - 64 B request after 100µs, 1ms and 10ms idle, p50 and p99, one conn
+    per transport, the transports taking turns (requests spaced in time:
+    the engines and the CPUs go idle between them);
   - streaming throughput, one conn and 16 conns, for each write size of
     --sizes (the server acknowledges the byte count at the end, so the
     time covers delivery);
@@ -55,6 +58,7 @@ not run.`,
 		fs.DurationVar(&o.duration, "duration", time.Second, "`time` per measurement")
 		fs.BoolVar(&o.json, "json", false, "print the results as JSON")
 		fs.BoolVar(&o.perftest, "perftest", true, "also run ucx_perftest, when on PATH, for UCX's ceiling")
+		workloads := fs.String("workloads", "rtt,stream,http,idle", "comma-separated `list` of workloads: rtt (round trips, ping-pongs), stream (and CPU), http, idle (requests after idle)")
 		fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this (the client) process's measurements to `file`")
 		fs.StringVar(&o.remote, "remote", "", "measure against the bench server published as `NAME` (see --serve)")
 		serve := fs.String("serve", "", "run a bench server published as `NAME` until interrupted, for --remote elsewhere")
@@ -85,6 +89,9 @@ not run.`,
 			if o.sizes, err = parseSizes(*sizes); err != nil {
 				return usagef("%v", err)
 			}
+			if o.workloads, err = parseWorkloads(*workloads); err != nil {
+				return usagef("%v", err)
+			}
 			if o.duration <= 0 {
 				return usagef("--duration must be positive")
 			}
@@ -96,6 +103,7 @@ not run.`,
 type benchOptions struct {
 	transports []string
 	sizes      []int
+	workloads  map[string]bool
 	duration   time.Duration
 	json       bool
 	perftest   bool
@@ -130,6 +138,28 @@ func parseTransports(s string) ([]string, error) {
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no transports")
+	}
+	return out, nil
+}
+
+// benchWorkloads are the workloads --workloads names, in table order.
+var benchWorkloads = []string{"rtt", "stream", "http", "idle"}
+
+// parseWorkloads parses "rtt,idle" into a set.
+func parseWorkloads(s string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(strings.ToLower(f))
+		if f == "" {
+			continue
+		}
+		if !slices.Contains(benchWorkloads, f) {
+			return nil, fmt.Errorf("unknown workload %q (want %s)", f, strings.Join(benchWorkloads, ", "))
+		}
+		out[f] = true
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no workloads")
 	}
 	return out, nil
 }

@@ -50,17 +50,28 @@ func (r *benchReport) row(key, label, unit, better string) *benchRow {
 }
 
 // benchRows creates the rows in table order, so that they print in it.
-func (r *benchReport) benchRows(sizes []int) {
-	r.row("rtt_p50_us", "64 B round trip p50", "µs", "lower")
-	r.row("rtt_p99_us", "64 B round trip p99", "µs", "lower")
-	r.row(pingConnsKey(benchPingConns), fmt.Sprintf("64 B ping-pong, %d conns", benchPingConns), "rt/s", "higher")
-	for _, s := range sizes {
-		r.row(streamKey(s, 1), fmt.Sprintf("stream %s writes, 1 conn", fmtSize(s)), "MB/s", "higher")
-		r.row(streamKey(s, benchStreamConns), fmt.Sprintf("stream %s writes, %d conns", fmtSize(s), benchStreamConns), "MB/s", "higher")
+func (r *benchReport) benchRows(sizes []int, workloads map[string]bool) {
+	if workloads["rtt"] {
+		r.row("rtt_p50_us", "64 B round trip p50", "µs", "lower")
+		r.row("rtt_p99_us", "64 B round trip p99", "µs", "lower")
+		r.row(pingConnsKey(benchPingConns), fmt.Sprintf("64 B ping-pong, %d conns", benchPingConns), "rt/s", "higher")
 	}
-	r.row(httpKey(1), "HTTP/1.1 req/s, 1 client", "req/s", "higher")
-	r.row(httpKey(benchHTTPHigh), fmt.Sprintf("HTTP/1.1 req/s, %d clients", benchHTTPHigh), "req/s", "higher")
-	r.row("cpu_s_per_gb", "CPU s per GB streamed", "s/GB", "lower")
+	if workloads["idle"] {
+		r.idleRows()
+	}
+	if workloads["stream"] {
+		for _, s := range sizes {
+			r.row(streamKey(s, 1), fmt.Sprintf("stream %s writes, 1 conn", fmtSize(s)), "MB/s", "higher")
+			r.row(streamKey(s, benchStreamConns), fmt.Sprintf("stream %s writes, %d conns", fmtSize(s), benchStreamConns), "MB/s", "higher")
+		}
+	}
+	if workloads["http"] {
+		r.row(httpKey(1), "HTTP/1.1 req/s, 1 client", "req/s", "higher")
+		r.row(httpKey(benchHTTPHigh), fmt.Sprintf("HTTP/1.1 req/s, %d clients", benchHTTPHigh), "req/s", "higher")
+	}
+	if workloads["stream"] {
+		r.row("cpu_s_per_gb", "CPU s per GB streamed", "s/GB", "lower")
+	}
 }
 
 func streamKey(size, conns int) string {

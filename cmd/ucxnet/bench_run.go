@@ -33,7 +33,7 @@ func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 		Sizes:      o.sizes,
 		CPU:        map[string]*cpu{},
 	}
-	rep.benchRows(o.sizes)
+	rep.benchRows(o.sizes, o.workloads)
 	prog := &progressLine{w: sio.Err}
 	defer prog.clear()
 
@@ -95,18 +95,30 @@ func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	var bs []*benchTransport
 	for _, tr := range o.transports {
 		b := &benchTransport{
 			name: tr, addrs: addrs[tr], ut: ut, dur: o.duration,
 			prog: func(what string) { prog.set("%s: %s", tr, what) },
 		}
-		if err := b.run(ctx, rep, peer, o.sizes); err != nil {
+		bs = append(bs, b)
+		if err := b.run(ctx, rep, peer, o.sizes, o.workloads); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("%s: %w", tr, err)
 		}
-		if tr == "ucx" {
+	}
+	if o.workloads["idle"] {
+		if err := runIdle(ctx, rep, bs, o.duration, func(what string) { prog.set("%s", what) }); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("requests after idle: %w", err)
+		}
+	}
+	for _, b := range bs {
+		if b.name == "ucx" {
 			rep.UCXVia, rep.UCXLane = b.via, b.lane
 		}
 	}
@@ -169,8 +181,32 @@ func (b *benchTransport) dial(ctx context.Context, svc string) (net.Conn, error)
 	}
 }
 
-func (b *benchTransport) run(ctx context.Context, rep *benchReport, child benchPeer, sizes []int) error {
-	// Round trips.
+func (b *benchTransport) run(ctx context.Context, rep *benchReport, child benchPeer, sizes []int, workloads map[string]bool) error {
+	if workloads["rtt"] {
+		if err := b.roundTrips(ctx, rep); err != nil {
+			return err
+		}
+	}
+	if workloads["stream"] {
+		if err := b.streams(ctx, rep, child, sizes); err != nil {
+			return err
+		}
+	}
+	if workloads["http"] {
+		for _, clients := range []int{1, benchHTTPHigh} {
+			b.prog(fmt.Sprintf("HTTP with %d client(s)", clients))
+			rps, err := b.http(ctx, clients)
+			if err != nil {
+				return fmt.Errorf("HTTP with %d clients: %w", clients, err)
+			}
+			rep.row(httpKey(clients), "", "", "").Values[b.name] = rps
+		}
+	}
+	return nil
+}
+
+// roundTrips measures the round-trip rows.
+func (b *benchTransport) roundTrips(ctx context.Context, rep *benchReport) error {
 	b.prog("64 B round trips")
 	p50, p99, err := b.pingPong(ctx)
 	if err != nil {
@@ -184,8 +220,12 @@ func (b *benchTransport) run(ctx context.Context, rep *benchReport, child benchP
 		return fmt.Errorf("ping-pongs over %d conns: %w", benchPingConns, err)
 	}
 	rep.row(pingConnsKey(benchPingConns), "", "", "").Values[b.name] = rtps
+	return nil
+}
 
-	// Streaming, with the CPU time of both processes around it.
+// streams measures the streaming rows, with the CPU time of both processes
+// around them.
+func (b *benchTransport) streams(ctx context.Context, rep *benchReport, child benchPeer, sizes []int) error {
 	cu0, cs0, err := child.rusage()
 	if err != nil {
 		return err
@@ -216,16 +256,6 @@ func (b *benchTransport) run(ctx context.Context, rep *benchReport, child benchP
 	rep.CPU[b.name] = c
 	if total > 0 {
 		rep.row("cpu_s_per_gb", "", "", "").Values[b.name] = (c.ClientSec + c.ServerSec) / (float64(total) / 1e9)
-	}
-
-	// HTTP.
-	for _, clients := range []int{1, benchHTTPHigh} {
-		b.prog(fmt.Sprintf("HTTP with %d client(s)", clients))
-		rps, err := b.http(ctx, clients)
-		if err != nil {
-			return fmt.Errorf("HTTP with %d clients: %w", clients, err)
-		}
-		rep.row(httpKey(clients), "", "", "").Values[b.name] = rps
 	}
 	return nil
 }

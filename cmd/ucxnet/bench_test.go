@@ -170,6 +170,8 @@ func checkBenchReport(t *testing.T, out string) benchReportJSON {
 	}
 	want := []string{
 		"rtt_p50_us", "rtt_p99_us", "pingpong_16conn_rtps",
+		"idle_100us_p50_us", "idle_100us_p99_us", "idle_1ms_p50_us", "idle_1ms_p99_us",
+		"idle_10ms_p50_us", "idle_10ms_p99_us",
 		"stream_64KiB_1conn_mbps", "stream_64KiB_16conn_mbps",
 		"http_1client_rps", "http_32client_rps",
 		"cpu_s_per_gb",
@@ -203,4 +205,26 @@ func checkBenchReport(t *testing.T, out string) benchReportJSON {
 		}
 	}
 	return rep
+}
+
+// --workloads picks the rows; an unknown workload is a usage error.
+func TestBenchWorkloads(t *testing.T) {
+	got, err := parseWorkloads(" idle, RTT,,idle")
+	if err != nil || len(got) != 2 || !got["idle"] || !got["rtt"] {
+		t.Errorf("parseWorkloads: %v, %v; want idle and rtt", got, err)
+	}
+	for _, bad := range []string{"", ",", "idle,bogus"} {
+		if _, err := parseWorkloads(bad); err == nil {
+			t.Errorf("parseWorkloads(%q) accepted", bad)
+		}
+	}
+	r := runBin(t, t.TempDir(), nil, 10*time.Second, "bench", "--workloads", "bogus")
+	if r.code != 2 || !strings.Contains(r.stderr, "unknown workload") {
+		t.Errorf("bench --workloads bogus: exit %d, stderr %q; want a usage error", r.code, r.stderr)
+	}
+	rep := &benchReport{}
+	rep.benchRows([]int{4096}, map[string]bool{"idle": true})
+	if len(rep.Rows) != 2*len(benchIdleGaps) {
+		t.Errorf("idle alone: %d rows, want %d", len(rep.Rows), 2*len(benchIdleGaps))
+	}
 }
