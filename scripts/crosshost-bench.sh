@@ -11,26 +11,16 @@
 # lowest and highest per-run ratio (scripts/benchsummary.py) and keeps the
 # JSON reports in OUT.
 #
-# Needs root, iproute2, util-linux's unshare and python3. Settings (env):
-#   ROUNDS (3), DURATION (500ms), SIZES (4k,64k,1m), OUT (a new temp dir),
-#   BIN (the ucxnet binary; default: built from this tree into OUT).
+# Needs root, iproute2, util-linux's unshare and python3. Settings: see
+# benchlib.sh.
 set -eu
-
-ROUNDS=${ROUNDS:-3}
-DURATION=${DURATION:-500ms}
-SIZES=${SIZES:-4k,64k,1m}
-OUT=${OUT:-$(mktemp -d /tmp/ucxnet-crosshost.XXXXXX)}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$OUT"
 
 if [ "$(id -u)" != 0 ]; then
 	echo "crosshost-bench: needs root (network namespaces)" >&2
 	exit 2
 fi
-if [ -z "${BIN:-}" ]; then
-	BIN=$OUT/ucxnet
-	(cd "$ROOT" && go build -o "$BIN" ./cmd/ucxnet)
-fi
+NAME=crosshost
+. "$(dirname "$0")/benchlib.sh"
 
 NS_S=ucxb-s-$$ NS_C=ucxb-c-$$ VS=ubs$$ VC=ubc$$
 SUBNET=10.214.$(($$ % 256))

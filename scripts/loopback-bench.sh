@@ -8,21 +8,11 @@
 # and highest per-run ratio (scripts/benchsummary.py) and keeps the JSON
 # reports in OUT.
 #
-# Needs python3. Settings (env): ROUNDS (3), DURATION (500ms), SIZES
-# (4k,64k,1m), OUT (a new temp dir), BIN (the ucxnet binary; default: built
-# from this tree into OUT).
+# Needs python3. Settings: see benchlib.sh.
 set -eu
 
-ROUNDS=${ROUNDS:-3}
-DURATION=${DURATION:-500ms}
-SIZES=${SIZES:-4k,64k,1m}
-OUT=${OUT:-$(mktemp -d /tmp/ucxnet-loopback.XXXXXX)}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$OUT"
-if [ -z "${BIN:-}" ]; then
-	BIN=$OUT/ucxnet
-	(cd "$ROOT" && go build -o "$BIN" ./cmd/ucxnet)
-fi
+NAME=loopback
+. "$(dirname "$0")/benchlib.sh"
 
 for r in $(seq "$ROUNDS"); do
 	for tls in sm tcp; do

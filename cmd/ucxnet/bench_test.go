@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -42,23 +41,7 @@ func TestBenchRemote(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	srv := binCommand(ctx, t, reg, "bench", "--serve", "rb", "--tcp-host", "127.0.0.1")
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var srvErr lockedBuffer
-	srv.Stderr = &srvErr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		srv.Process.Kill()
-		srv.Wait()
-	}()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ready ") {
-		t.Fatalf("bench --serve said %q (%v); stderr:\n%s", line, err, srvErr.String())
-	}
+	_, srvErr := startReady(t, srv, "ready ")
 	for i := range 2 {
 		r := runBin(t, reg, nil, 50*time.Second, "bench", "--remote", "rb", "--duration", "100ms", "--sizes", "64k", "--json")
 		if r.code != 0 {

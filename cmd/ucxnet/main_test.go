@@ -162,6 +162,31 @@ func (b *lockedBuffer) String() string {
 	return b.b.String()
 }
 
+// startReady starts cmd, which must print a first line on stdout that
+// starts with prefix, and returns that line (trimmed) and the command's
+// stderr. The command is killed when the test ends.
+func startReady(t *testing.T, cmd *exec.Cmd, prefix string) (string, *lockedBuffer) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, prefix) {
+		t.Fatalf("%s said %q (%v), want %q...; stderr:\n%s", strings.Join(cmd.Args[1:], " "), line, err, prefix, stderr.String())
+	}
+	return strings.TrimSpace(line), stderr
+}
+
 // startListener starts "ucxnet cat -l name" with stdin and waits until it
 // announces that it listens.
 func startListener(ctx context.Context, t *testing.T, reg, name string, stdin io.Reader) *bgProc {

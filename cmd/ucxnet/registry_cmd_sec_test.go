@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -27,25 +26,8 @@ import (
 // ends and returns its base URL and its stderr.
 func startRegistry(t *testing.T, ctx context.Context, env []string, args ...string) (string, *lockedBuffer) {
 	t.Helper()
-	srv := regCommand(ctx, env, append([]string{"registry"}, args...)...)
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var srvErr lockedBuffer
-	srv.Stderr = &srvErr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Process.Kill()
-		srv.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "listening on ") {
-		t.Fatalf("registry said %q (%v); stderr:\n%s", line, err, srvErr.String())
-	}
-	return strings.TrimSpace(strings.TrimPrefix(line, "listening on ")), &srvErr
+	line, srvErr := startReady(t, regCommand(ctx, env, append([]string{"registry"}, args...)...), "listening on ")
+	return strings.TrimPrefix(line, "listening on "), srvErr
 }
 
 // eventuallyContains waits up to 10 s for b to contain s: the child's

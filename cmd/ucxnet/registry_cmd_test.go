@@ -48,24 +48,8 @@ func TestRegistryCommand(t *testing.T) {
 	}
 
 	srv := regCommand(ctx, home, "registry", "--listen", "127.0.0.1:0", "--token-file", tokenFile)
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var srvErr lockedBuffer
-	srv.Stderr = &srvErr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		srv.Process.Kill()
-		srv.Wait()
-	}()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "listening on http://127.0.0.1:") {
-		t.Fatalf("registry said %q (%v); stderr:\n%s", line, err, srvErr.String())
-	}
-	base := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	line, srvErr := startReady(t, srv, "listening on http://127.0.0.1:")
+	base := strings.TrimPrefix(line, "listening on ")
 
 	resp, err := http.Get(base + "/healthz")
 	if err != nil {
