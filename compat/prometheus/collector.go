@@ -91,19 +91,26 @@ func split(name, help, label string, onUCXLane bool, values map[string]func(*ucx
 	})
 }
 
+// byDirection gives network_io_direction's values "transmit" and
+// "receive" the counters sent and received.
+func byDirection(sent, received func(*ucxnet.Stats) uint64) map[string]func(*ucxnet.Stats, *ucxnet.LaneStats) uint64 {
+	return map[string]func(*ucxnet.Stats, *ucxnet.LaneStats) uint64{
+		"transmit": func(s *ucxnet.Stats, _ *ucxnet.LaneStats) uint64 { return sent(s) },
+		"receive":  func(s *ucxnet.Stats, _ *ucxnet.LaneStats) uint64 { return received(s) },
+	}
+}
+
 // metrics are every metric the Collector exports.
 var metrics = []metric{
 	counter("dials_total", "Dials started.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.Dials }),
 	counter("accepts_total", "Conns accepted into a listener's queue.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.Accepts }),
 	counter("refused_total", "CONNECTs refused: no listener, backlog full, failed authentication.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.Refused }),
-	split("io_bytes_total", "Payload bytes of the data frames sent and of all frames received (handshakes included) on the UCX lane.", labelDirection, true, map[string]func(*ucxnet.Stats, *ucxnet.LaneStats) uint64{
-		"transmit": func(s *ucxnet.Stats, _ *ucxnet.LaneStats) uint64 { return s.BytesOut },
-		"receive":  func(s *ucxnet.Stats, _ *ucxnet.LaneStats) uint64 { return s.BytesIn },
-	}),
-	split("io_frames_total", "Data frames sent and all frames received on the UCX lane.", labelDirection, true, map[string]func(*ucxnet.Stats, *ucxnet.LaneStats) uint64{
-		"transmit": func(s *ucxnet.Stats, _ *ucxnet.LaneStats) uint64 { return s.FramesOut },
-		"receive":  func(s *ucxnet.Stats, _ *ucxnet.LaneStats) uint64 { return s.FramesIn },
-	}),
+	split("io_bytes_total", "Payload bytes of the data frames sent and of all frames received (handshakes included) on the UCX lane.", labelDirection, true, byDirection(
+		func(s *ucxnet.Stats) uint64 { return s.BytesOut },
+		func(s *ucxnet.Stats) uint64 { return s.BytesIn })),
+	split("io_frames_total", "Data frames sent and all frames received on the UCX lane.", labelDirection, true, byDirection(
+		func(s *ucxnet.Stats) uint64 { return s.FramesOut },
+		func(s *ucxnet.Stats) uint64 { return s.FramesIn })),
 	counter("zero_copy_frames_total", "Data frames sent straight from the writer's memory.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.ZeroCopyFrames }),
 	counter("queued_writes_total", "Small writes coalesced into a conn's open frame.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.QueuedWrites }),
 	split("frames_dropped_total", "Frames dropped, by reason.", labelReason, false, map[string]func(*ucxnet.Stats, *ucxnet.LaneStats) uint64{
@@ -112,10 +119,9 @@ var metrics = []metric{
 		"duplicate":    func(s *ucxnet.Stats, _ *ucxnet.LaneStats) uint64 { return s.Duplicates },
 		"foreign":      func(s *ucxnet.Stats, _ *ucxnet.LaneStats) uint64 { return s.ForeignFrames },
 	}),
-	split("resets_total", "RST frames sent and received.", labelDirection, false, map[string]func(*ucxnet.Stats, *ucxnet.LaneStats) uint64{
-		"transmit": func(s *ucxnet.Stats, _ *ucxnet.LaneStats) uint64 { return s.ResetsSent },
-		"receive":  func(s *ucxnet.Stats, _ *ucxnet.LaneStats) uint64 { return s.ResetsReceived },
-	}),
+	split("resets_total", "RST frames sent and received.", labelDirection, false, byDirection(
+		func(s *ucxnet.Stats) uint64 { return s.ResetsSent },
+		func(s *ucxnet.Stats) uint64 { return s.ResetsReceived })),
 	counter("protocol_resets_total", "Conns reset because the peer broke the protocol.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.ProtocolResets }),
 	counter("peer_failures_total", "Endpoints UCX reported as failed.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.PeerFailures }),
 	counter("auth_failures_total", "Handshakes refused for a wrong or missing pre-shared key.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.AuthFailures }),
