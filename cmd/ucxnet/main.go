@@ -12,11 +12,14 @@
 //	ucxnet registry         serve the HTTP name registry (token by default, optional TLS)
 //	ucxnet psk FILE         write a new random pre-shared key (mode 0600)
 //	ucxnet ls               live conns and listeners of this user's processes (alias ss)
+//	ucxnet version          ucxnet, Go and UCX versions (also --version)
 //	ucxnet help [COMMAND]   usage
 //
 // Every command takes --help. Errors are reported as
 // "ucxnet: COMMAND: ERROR" on stderr with exit status 1; a usage error
-// (unknown command or flag) exits with status 2.
+// (a bad flag or argument) is one line, followed by the command's synopsis
+// and a pointer to "ucxnet help COMMAND", with exit status 2; an unknown
+// command prints the command list, also with exit status 2.
 package main
 
 import (
@@ -81,6 +84,7 @@ var commands = []*command{
 	pskCmd,      // cmd/ucxnet/psk.go: a random pre-shared key file
 	lsCmd,       // cmd/ucxnet/ls.go: live conns and listeners of this user's processes
 	ssCmd,       // hidden: ls under the name ss
+	versionCmd,  // cmd/ucxnet/version.go: also --version
 
 	demoServerCmd,  // hidden: the child process of demo
 	benchServerCmd, // hidden: the child process of bench
@@ -126,6 +130,8 @@ func run(ctx context.Context, sio *stdio, args []string) int {
 		}
 		printUsage(sio.Out)
 		return 0
+	case "--version", "-version", "-V":
+		name = versionCmd.Name
 	}
 	c := lookup(name)
 	if c == nil {
@@ -133,22 +139,20 @@ func run(ctx context.Context, sio *stdio, args []string) int {
 		printUsage(sio.Err)
 		return 2
 	}
-	fs := newFlagSet(c, sio.Err)
+	fs := newFlagSet(c, io.Discard)
 	runFn := c.Setup(fs)
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCommandUsage(sio.Out, c, fs)
 			return 0
 		}
-		// flag has printed the error itself.
-		printCommandUsage(sio.Err, c, fs)
+		printUsageError(sio.Err, c, fs, err)
 		return 2
 	}
 	if err := runFn(ctx, sio, fs.Args()); err != nil {
 		var ue usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(sio.Err, "ucxnet: %s: %v\n", c.Name, err)
-			printCommandUsage(sio.Err, c, fs)
+			printUsageError(sio.Err, c, fs, err)
 			return 2
 		}
 		fmt.Fprintf(sio.Err, "ucxnet: %s: %v\n", c.Name, err)
@@ -157,7 +161,8 @@ func run(ctx context.Context, sio *stdio, args []string) int {
 	return 0
 }
 
-// newFlagSet returns the FlagSet of c: errors go to errOut, and the
+// newFlagSet returns the FlagSet of c: errors go to errOut (the
+// dispatcher passes io.Discard and reports them itself), and the
 // dispatcher prints usage itself.
 func newFlagSet(c *command, errOut io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("ucxnet "+c.Name, flag.ContinueOnError)
@@ -190,7 +195,15 @@ func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "UCX_NET_DEVICES (or --net-devices) limits the interfaces UCX uses and listens on.\n")
 }
 
-func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
+// printUsageError reports a bad flag or argument of c in two lines: the
+// error, then the synopsis and where the full usage is.
+func printUsageError(w io.Writer, c *command, fs *flag.FlagSet, err error) {
+	fmt.Fprintf(w, "ucxnet: %s: %v\n", c.Name, err)
+	fmt.Fprintf(w, "Usage: %s (run 'ucxnet help %s' for more)\n", synopsis(c, fs), c.Name)
+}
+
+// synopsis is c's command line: "ucxnet NAME [FLAGS] ARGS".
+func synopsis(c *command, fs *flag.FlagSet) string {
 	syn := "ucxnet " + c.Name
 	hasFlags := false
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
@@ -200,7 +213,13 @@ func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 	if c.Args != "" {
 		syn += " " + c.Args
 	}
-	fmt.Fprintf(w, "Usage: %s\n\n", syn)
+	return syn
+}
+
+func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	fmt.Fprintf(w, "Usage: %s\n\n", synopsis(c, fs))
 	long := c.Long
 	if long == "" {
 		long = c.Short

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -103,18 +104,64 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestUsageErrors checks the exit status 2 of usage errors: an unknown
+// command prints the command list; a bad flag or argument prints two
+// lines, the error and the synopsis with where the usage is, not the
+// whole usage.
 func TestUsageErrors(t *testing.T) {
 	reg := t.TempDir()
-	for _, args := range [][]string{
-		{"no-such-command"},
-		{},
-		{"cat", "--no-such-flag", "x"},
-		{"cat"}, // NAME missing
-	} {
+	for _, args := range [][]string{{"no-such-command"}, {}} {
 		r := runBin(t, reg, nil, 10*time.Second, args...)
-		if r.code != 2 || !strings.Contains(r.stderr, "Usage") {
+		if r.code != 2 || !strings.Contains(r.stderr, "Commands:") {
 			t.Errorf("ucxnet %q: exit %d (want 2), stderr:\n%s", args, r.code, r.stderr)
 		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cat", "--no-such-flag", "x"}, "ucxnet: cat: flag provided but not defined: -no-such-flag\n"},
+		{[]string{"cat", "--timeout", "soon", "x"}, "ucxnet: cat: invalid value \"soon\" for flag -timeout"},
+		{[]string{"cat"}, "ucxnet: cat: want exactly one NAME, got 0 arguments\n"}, // NAME missing
+		{[]string{"bench", "--bogus"}, "ucxnet: bench: flag provided but not defined: -bogus\n"},
+	} {
+		r := runBin(t, reg, nil, 10*time.Second, tc.args...)
+		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		hint := "Usage: ucxnet " + tc.args[0] + " [FLAGS]"
+		if r.code != 2 || !strings.HasPrefix(r.stderr, tc.want) || len(lines) != 2 ||
+			!strings.HasPrefix(lines[1], hint) || !strings.HasSuffix(lines[1], "(run 'ucxnet help "+tc.args[0]+"' for more)") {
+			t.Errorf("ucxnet %q: exit %d (want 2), stderr (want %q, then %q... in 2 lines):\n%s", tc.args, r.code, tc.want, hint, r.stderr)
+		}
+		if r.stdout != "" {
+			t.Errorf("ucxnet %q: stdout %q, want nothing", tc.args, r.stdout)
+		}
+	}
+}
+
+// TestVersion checks that --version and the version command print the
+// module, Go and UCX versions.
+func TestVersion(t *testing.T) {
+	reg := t.TempDir()
+	var first string
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		r := runBin(t, reg, nil, 10*time.Second, args...)
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("ucxnet %q: exit %d, stderr:\n%s", args, r.code, r.stderr)
+		}
+		lines := strings.Split(r.stdout, "\n")
+		if len(lines) < 3 || !strings.HasPrefix(lines[0], "ucxnet ") ||
+			!strings.HasPrefix(lines[1], "built with "+runtime.Version()+" ") ||
+			!strings.HasPrefix(lines[2], "UCX 1.") || !strings.Contains(lines[2], " loaded, built against 1.") {
+			t.Errorf("ucxnet %q: stdout\n%s\nwant ucxnet's version, then Go's, then UCX's loaded and built-for releases", args, r.stdout)
+		}
+		if first == "" {
+			first = r.stdout
+		} else if r.stdout != first {
+			t.Errorf("ucxnet version printed\n%s\nbut --version\n%s", r.stdout, first)
+		}
+	}
+	if r := runBin(t, reg, nil, 10*time.Second, "version", "extra"); r.code != 2 {
+		t.Errorf("ucxnet version extra: exit %d, want 2; stderr:\n%s", r.code, r.stderr)
 	}
 }
 
