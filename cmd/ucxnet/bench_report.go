@@ -82,14 +82,25 @@ func pingConnsKey(conns int) string { return fmt.Sprintf("pingpong_%dconn_rtps",
 
 func httpKey(clients int) string { return fmt.Sprintf("http_%dclient_rps", clients) }
 
-// progressLine rewrites one status line on stderr.
+// progressLine shows bench's progress on stderr: on a terminal it rewrites
+// one status line; elsewhere (a pipe, a file, a CI log) it writes one line
+// per step.
 type progressLine struct {
 	w    io.Writer
+	tty  bool
 	last int
+}
+
+func newProgressLine(w io.Writer) *progressLine {
+	return &progressLine{w: w, tty: isTerminal(w)}
 }
 
 func (p *progressLine) set(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
+	if !p.tty {
+		fmt.Fprintf(p.w, "bench: %s\n", s)
+		return
+	}
 	pad := ""
 	if n := p.last - len(s); n > 0 {
 		pad = strings.Repeat(" ", n)

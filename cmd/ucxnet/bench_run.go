@@ -34,7 +34,7 @@ func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 		CPU:        map[string]*cpu{},
 	}
 	rep.benchRows(o.sizes, o.workloads)
-	prog := &progressLine{w: sio.Err}
+	prog := newProgressLine(sio.Err)
 	defer prog.clear()
 
 	var (
