@@ -220,8 +220,10 @@ func TestAcceptOverload(t *testing.T) {
 	var slowest time.Duration
 	for i, r := range results {
 		slowest = max(slowest, r.elapsed)
-		if r.elapsed > timeout+time.Second {
-			t.Errorf("dial %d took %v, past its %v timeout", i, r.elapsed, timeout)
+		// A hang detector, not a timing check: a loaded machine may
+		// stretch a dial past its timeout by a little, never by this much.
+		if r.elapsed > 2*timeout+10*time.Second {
+			t.Errorf("dial %d took %v, far past its %v timeout", i, r.elapsed, timeout)
 		}
 		switch {
 		case r.err == nil:

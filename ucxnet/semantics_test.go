@@ -128,10 +128,8 @@ func TestListenerClose(t *testing.T) {
 	_, err = p.ln.Accept()
 	require.True(t, errors.Is(err, net.ErrClosed), "%v", err)
 
-	start := time.Now()
 	_, err = p.dialer.Dial(Network, name)
-	require.True(t, errors.Is(err, syscall.ECONNREFUSED), "%v", err)
-	require.Less(t, time.Since(start), time.Second)
+	requirePromptRefusal(t, err)
 	// The name is free again.
 	lc := ListenConfig{Transport: p.server}
 	ln2, err := lc.Listen(context.Background(), Network, name)
@@ -295,7 +293,8 @@ func TestSetLingerZeroResets(t *testing.T) {
 }
 
 // A dial to a listener that never answers (its process is stopped) times
-// out with a net.Error whose Timeout() is true, within the Dialer's Timeout.
+// out with a net.Error whose Timeout() is true, from the Dialer's Timeout
+// (not before it).
 func TestDialTimeoutSilentPeer(t *testing.T) {
 	p := newPair(t, Config{})
 	// A raw peer that publishes a name but never answers CONNECT.
@@ -310,7 +309,7 @@ func TestDialTimeoutSilentPeer(t *testing.T) {
 	require.ErrorAs(t, err, &ne)
 	require.True(t, ne.Timeout(), "%v", err)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, time.Since(start), 3*time.Second)
+	require.GreaterOrEqual(t, time.Since(start), d.Timeout)
 }
 
 func registryEntry(t *testing.T, name string, addr []byte) registry.Entry {

@@ -291,8 +291,9 @@ func TestProxyShutdown(t *testing.T) {
 	}
 	start := time.Now()
 	a.stop(t) // idle conn open: waits out --grace, then closes it
-	if el := time.Since(start); el < 900*time.Millisecond || el > 8*time.Second {
-		t.Errorf("proxy exited %v after SIGTERM; want about --grace (1s)", el)
+	// stop fails the test if the proxy is still up 10 s after SIGTERM.
+	if el := time.Since(start); el < 900*time.Millisecond {
+		t.Errorf("proxy exited %v after SIGTERM; want it to wait out --grace (1s) for the open conn", el)
 	}
 	if n, err := c.Read(buf); err == nil {
 		t.Errorf("client conn still open after the proxy exited: read %q", buf[:n])
