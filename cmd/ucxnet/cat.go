@@ -8,9 +8,9 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync/atomic"
 	"time"
 
+	"github.com/ucxnet/ucxnet/registry"
 	"github.com/ucxnet/ucxnet/ucxnet"
 )
 
@@ -26,7 +26,10 @@ var catCmd = &command{
 At EOF on stdin it shuts down the writing side of the conn (CloseWrite), so
 the peer reads EOF; it exits once both directions are finished, after
 waiting (up to --linger) for the peer to go, so that the peer surely reads
-everything written. Progress and errors go to stderr.`,
+everything written. Between two ucxnet cats the listener's registry entry
+names a second, private name, and over the conn dialed to it each side
+tells the other when it has read everything: both exit as soon as both
+directions are done, without the wait. Progress and errors go to stderr.`,
 	Setup: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 		listen := fs.Bool("l", false, "listen as NAME and accept one conn instead of dialing")
 		timeout := fs.Duration("timeout", 10*time.Second, "dial `timeout`")
@@ -53,7 +56,8 @@ func runCat(ctx context.Context, sio *stdio, name string, listen bool, timeout, 
 		return err
 	}
 	// Closing the transport flushes its endpoints; waiting for the peer to
-	// go first makes sure it has taken what we wrote (see closeTransport).
+	// go first makes sure it has taken what we wrote (see closeTransport),
+	// unless it said so itself (cat records).
 	lingerOnExit := false
 	defer func() {
 		if lingerOnExit {
@@ -64,88 +68,198 @@ func runCat(ctx context.Context, sio *stdio, name string, listen bool, timeout, 
 	}()
 
 	var c *ucxnet.Conn
+	var records bool
 	if listen {
-		lc := ucxnet.ListenConfig{Transport: t}
-		ln, err := lc.Listen(ctx, "ucx", name)
-		if err != nil {
+		if c, records, err = catAccept(ctx, t, name, logf); err != nil {
 			return err
 		}
-		logf("listening as %s (registry %s)", ln.Addr(), t.Registry())
-		type result struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			c, err := ln.Accept()
-			ch <- result{c, err}
-		}()
-		var r result
-		select {
-		case r = <-ch:
-		case <-ctx.Done():
-			ln.Close()
-			return ctx.Err()
-		}
-		ln.Close() // one conn only: withdraw the name
-		if r.err != nil {
-			return r.err
-		}
-		c = r.c.(*ucxnet.Conn)
-		logf("accepted %s via %s", c.RemoteAddr(), strings.Join(c.Transports(), " "))
 	} else {
-		d := ucxnet.Dialer{Timeout: timeout, Transport: t}
-		nc, err := d.DialContext(ctx, "ucx", name)
-		if err != nil {
+		if c, records, err = catDial(ctx, t, name, timeout); err != nil {
 			return err
 		}
-		c = nc.(*ucxnet.Conn)
 		logf("connected to %s via %s", name, strings.Join(c.Transports(), " "))
 	}
 
-	var sent, recv atomic.Int64
 	start := time.Now()
-	readDone := make(chan error, 1)
-	writeDone := make(chan error, 1)
-	go func() { // conn → stdout
-		n, err := io.Copy(sio.Out, c)
-		recv.Store(n)
-		readDone <- err
-	}()
-	go func() { // stdin → conn, then CloseWrite
-		n, err := io.Copy(c, sio.In)
-		sent.Store(n)
-		if err == nil {
-			err = c.CloseWrite()
-		}
-		writeDone <- err
-	}()
-
-	var rerr, werr error
-	for readDone != nil || writeDone != nil {
-		select {
-		case rerr = <-readDone:
-			readDone = nil
-			if rerr != nil {
-				c.Close()
-				return fmt.Errorf("receiving: %w", rerr)
-			}
-		case werr = <-writeDone:
-			writeDone = nil
-			if werr != nil {
-				c.Close()
-				return fmt.Errorf("sending: %w", werr)
-			}
-		case <-ctx.Done():
-			c.Close()
-			return ctx.Err()
-		}
+	var sent, recv int64
+	if records {
+		sent, recv, lingerOnExit, err = catRecords(ctx, sio, c)
+	} else {
+		sent, recv, err = catPlain(ctx, sio, c)
+		lingerOnExit = err == nil
 	}
-	lingerOnExit = true
-	el := time.Since(start)
-	logf("done: sent %d bytes, received %d bytes in %v", sent.Load(), recv.Load(), el.Round(time.Millisecond))
+	if err != nil {
+		c.Close()
+		return err
+	}
+	how := "waiting up to --linger for the peer to go"
+	if records && !lingerOnExit {
+		how = "the peer, a ucxnet cat, confirmed it has everything"
+	}
+	logf("done: sent %d bytes, received %d bytes in %v; %s", sent, recv, time.Since(start).Round(time.Millisecond), how)
 	if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
 	return nil
+}
+
+// catAccept listens as name, and under a private name for cat records
+// that name's registry entry points to, accepts one conn on either and
+// withdraws both names. records says the conn came through the private
+// name.
+func catAccept(ctx context.Context, t *ucxnet.Transport, name string, logf func(string, ...any)) (c *ucxnet.Conn, records bool, err error) {
+	alias := registry.UniqueName()
+	lns := make([]net.Listener, 0, 2)
+	defer func() {
+		for _, ln := range lns {
+			ln.Close() // one conn only: withdraw the names
+		}
+	}()
+	// The private name first: a cat that finds it in name's entry dials it
+	// at once.
+	for _, l := range []struct {
+		name string
+		lc   ucxnet.ListenConfig
+	}{
+		{alias, ucxnet.ListenConfig{Transport: t}},
+		{name, ucxnet.ListenConfig{Transport: t, Meta: map[string]string{metaCatRecords: alias}}},
+	} {
+		ln, err := l.lc.Listen(ctx, "ucx", l.name)
+		if err != nil {
+			return nil, false, err
+		}
+		lns = append(lns, ln)
+	}
+	logf("listening as %s (registry %s)", lns[1].Addr(), t.Registry())
+	type result struct {
+		c       net.Conn
+		records bool
+		err     error
+	}
+	ch := make(chan result, len(lns))
+	for i, ln := range lns {
+		go func() {
+			c, err := ln.Accept()
+			ch <- result{c, i == 0, err}
+		}()
+	}
+	var r result
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	if r.err != nil {
+		return nil, false, r.err
+	}
+	c = r.c.(*ucxnet.Conn)
+	logf("accepted %s via %s", c.RemoteAddr(), strings.Join(c.Transports(), " "))
+	// A second conn accepted meanwhile is reset when its listener closes
+	// (queued) or here.
+	go func() {
+		for range len(lns) - 1 {
+			if o := <-ch; o.err == nil {
+				o.c.Close()
+			}
+		}
+	}()
+	return c, r.records, nil
+}
+
+// catDial dials name, or the name for cat records that its registry entry
+// gives, if any (records is then true).
+func catDial(ctx context.Context, t *ucxnet.Transport, name string, timeout time.Duration) (c *ucxnet.Conn, records bool, err error) {
+	target := name
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	e, err := t.Registry().Resolve(rctx, name)
+	cancel()
+	if err == nil {
+		if alias := e.Meta[metaCatRecords]; alias != "" && registry.ValidName(alias) == nil {
+			target, records = alias, true
+		}
+	}
+	d := ucxnet.Dialer{Timeout: timeout, Transport: t}
+	nc, err := d.DialContext(ctx, "ucx", target)
+	if err != nil {
+		return nil, false, err
+	}
+	return nc.(*ucxnet.Conn), records, nil
+}
+
+// copied is what one direction of a cat moved, and how it ended.
+type copied struct {
+	n   int64
+	err error
+}
+
+// catPlain copies the conn to stdout and stdin to the conn (then
+// CloseWrite) until both directions are done.
+func catPlain(ctx context.Context, sio *stdio, c *ucxnet.Conn) (sent, recv int64, err error) {
+	readDone := make(chan copied, 1)
+	writeDone := make(chan copied, 1)
+	go func() { // conn → stdout
+		n, err := io.Copy(sio.Out, c)
+		readDone <- copied{n, err}
+	}()
+	go func() { // stdin → conn, then CloseWrite
+		n, err := io.Copy(c, sio.In)
+		if err == nil {
+			err = c.CloseWrite()
+		}
+		writeDone <- copied{n, err}
+	}()
+	for readDone != nil || writeDone != nil {
+		select {
+		case r := <-readDone:
+			readDone, recv = nil, r.n
+			if r.err != nil {
+				return 0, 0, fmt.Errorf("receiving: %w", r.err)
+			}
+		case w := <-writeDone:
+			writeDone, sent = nil, w.n
+			if w.err != nil {
+				return 0, 0, fmt.Errorf("sending: %w", w.err)
+			}
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		}
+	}
+	return sent, recv, nil
+}
+
+// catRecords is catPlain for a peer that speaks cat records
+// (cat_records.go). linger is true when the conn ended after the peer's
+// data but before its acknowledgement of ours: then only the peer's going
+// tells that it took everything.
+func catRecords(ctx context.Context, sio *stdio, c *ucxnet.Conn) (sent, recv int64, linger bool, err error) {
+	w := &recordConn{w: c}
+	readDone := make(chan recvResult, 1)
+	writeDone := make(chan copied, 1)
+	go func() { readDone <- recvRecords(c, sio.Out, w) }()
+	go func() {
+		n, err := sendRecords(w, sio.In)
+		writeDone <- copied{n, err}
+	}()
+	for readDone != nil || writeDone != nil {
+		select {
+		case r := <-readDone:
+			readDone = nil
+			recv = r.n
+			switch {
+			case r.err == nil:
+			case r.end:
+				linger = true
+			default:
+				return 0, 0, false, fmt.Errorf("receiving: %w", r.err)
+			}
+		case w := <-writeDone:
+			writeDone, sent = nil, w.n
+			if w.err != nil {
+				return 0, 0, false, fmt.Errorf("sending: %w", w.err)
+			}
+		case <-ctx.Done():
+			return 0, 0, false, ctx.Err()
+		}
+	}
+	return sent, recv, linger, nil
 }

@@ -17,6 +17,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ucxnet/ucxnet/registry"
+	"github.com/ucxnet/ucxnet/ucxnet"
 )
 
 // bin is the ucxnet binary built once by TestMain.
@@ -327,10 +330,63 @@ func TestCat(t *testing.T) {
 		if !strings.Contains(s, " via ") {
 			t.Errorf("cat does not report its transports:\n%s", s)
 		}
+		// Two cats end on each other's acknowledgement (cat records),
+		// not by waiting for the other to exit.
+		if !strings.Contains(s, "the peer, a ucxnet cat, confirmed it has everything") || strings.Contains(s, "--linger") {
+			t.Errorf("cat to cat did not end on the peer's acknowledgement:\n%s", s)
+		}
 	}
 	// The listener accepted one conn and withdrew its name.
 	if r := runBin(t, reg, nil, 20*time.Second, "cat", "cat-test"); r.code != 1 || !strings.Contains(r.stderr, "ucxnet: cat: ") {
 		t.Errorf("cat to a finished listener: exit %d (want 1), stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestCatPlainDialer dials "cat -l" from a program that is no ucxnet cat:
+// the bytes go unframed both ways, and the listener ends by waiting for
+// the peer to go (--linger), as netcat-like tools must.
+func TestCatPlainDialer(t *testing.T) {
+	reg := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	down := randomBytes(t, 100<<10)
+	l := startListener(ctx, t, reg, "cat-plain", bytes.NewReader(down))
+
+	r, err := registry.Open("dir:" + reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := ucxnet.NewTransport(ucxnet.Config{Registry: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ucxnet.Dialer{Transport: tr, Timeout: 20 * time.Second}
+	nc, err := d.DialContext(ctx, "ucx", "cat-plain")
+	if err != nil {
+		tr.Close()
+		t.Fatal(err)
+	}
+	c := nc.(*ucxnet.Conn)
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, "hello, plain bytes"); err != nil {
+		t.Fatal(err)
+	}
+	c.CloseWrite()
+	got, err := io.ReadAll(c)
+	c.Close()
+	tr.Close() // the listener, lingering for us to go, may now exit
+	if err != nil {
+		t.Fatalf("reading from cat -l: %v", err)
+	}
+	l.wait(t, 20*time.Second)
+	if !bytes.Equal(got, down) {
+		t.Errorf("dialer received %d bytes, want the listener's %d bytes of stdin unframed", len(got), len(down))
+	}
+	if s := l.stdout.String(); s != "hello, plain bytes" {
+		t.Errorf("listener wrote %q, want the dialer's bytes unframed", s)
+	}
+	if s := l.stderr.String(); !strings.Contains(s, "waiting up to --linger for the peer to go") {
+		t.Errorf("cat -l with a plain peer did not wait for it to go:\n%s", s)
 	}
 }
 
