@@ -7,7 +7,7 @@ TEST_TIMEOUT ?= 600s
 # Module folders: the core module and the nested ones that exist.
 MODULES   := . $(patsubst %/go.mod,%,$(wildcard compat/*/go.mod)) recipes
 
-.PHONY: all deps build vet check-builds test test-tcp test-sm fuzz-short run bench bench-loopback bench-crosshost fuzz clean test-ucx golden-addresses
+.PHONY: all deps build vet check-builds check test test-passes builds-vet-fuzz test-tcp test-sm fuzz-short run bench bench-loopback bench-crosshost fuzz clean test-ucx golden-addresses
 
 all: build
 
@@ -45,11 +45,56 @@ check-builds:
 	GOOS=darwin $(GO) build ./...
 	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/ ./internal/stream/ ./internal/engine/... ./ucxnet/
 
-## test: the no-cgo/darwin builds, deps, go vet, the whole suite with -race
-## under UCX_TLS=tcp and UCX_TLS=sm, then a short run of each fuzz target
-## (FUZZTIME each; `make fuzz` runs longer).
-FUZZTIME ?= 5s
-test: check-builds vet test-tcp test-sm fuzz-short
+## test: deps, the suite with -race under UCX_TLS=tcp and UCX_TLS=sm
+## (test-passes) and, beside it, the no-cgo/darwin builds, go vet and a
+## short run of each fuzz target (FUZZTIME each; `make fuzz` runs longer).
+## The test runs mostly wait (timers, child processes, peers dying), which
+## leaves a CPU free for the builds and the fuzzing.
+FUZZTIME ?= 3s
+test: deps
+	@$(MAKE) --no-print-directory -j2 --output-sync=line test-passes builds-vet-fuzz
+
+builds-vet-fuzz: check-builds vet
+	@$(MAKE) --no-print-directory fuzz-short
+
+## test-passes: every package's tests with -race under UCX_TLS=tcp, and under
+## UCX_TLS=sm those whose outcome can depend on the UCX transport
+## (SM_PKGS, less SKIP_sm): the in-memory engine's conn tests (TestMem*),
+## the kernel-TCP lane's (TestTCPLane*, which force that lane) and the
+## namespace tests (TestNetns*, whose processes set their own UCX_TLS) run
+## the same code either way, as do the CLI, the registry, the pure packages
+## and the recipes (real clients: their code does not change with the
+## transport). scripts/testpasses.sh compiles each test binary once for both
+## passes and runs TEST_JOBS (package, pass) pairs at a time.
+TEST_JOBS ?= 3
+SM_PKGS   := ucxnet/ucxnet/(ucxnet|internal/cucx|internal/progress)$$|/compat/
+SKIP_sm   := ^(TestMem|TestTCPLane|TestNetns)
+TESTPASSES = GO="$(GO)" MODULES="$(MODULES)" TESTFLAGS="-race $(GOFLAGS)" TIMEOUT=$(TEST_TIMEOUT) \
+	JOBS=$(TEST_JOBS) ./scripts/testpasses.sh
+test-passes: deps
+	SKIP_sm='$(SKIP_sm)' $(TESTPASSES) tcp=. 'sm=$(SM_PKGS)'
+
+## test-tcp, test-sm: one pass each, every package, nothing skipped.
+test-tcp: deps
+	$(TESTPASSES) tcp=.
+
+test-sm: deps
+	$(TESTPASSES) sm=.
+
+## check: the inner loop (at most 90 s with a warm build cache): go vet of
+## the core module, then its tests without -race under UCX_TLS=tcp, less
+## the slow scenarios in CHECK_SKIP: other processes dying or exiting
+## (TestPeerDeath*, TestSmPeerDeath*, TestCrossProcess, TestWriteCloseExit,
+## the attack children), network namespaces, the soak, the stalled-reader
+## and send-buffering bounds. The conn contract (nettest) runs over the
+## in-memory engine and over UCX. Left out, and run by `make test`: -race,
+## the sm pass, CHECK_SKIP's tests, the CLI (cmd/ucxnet), the nested
+## modules, the no-cgo and darwin builds, and fuzzing.
+CHECK_PKGS := ./internal/... ./registry/ ./ucxnet/
+CHECK_SKIP := ^(TestSoak|TestNetns|TestPeerDeath|TestSmPeerDeath|TestCrossProcess|TestRegistryHTTPCrossProcess|TestWriteCloseExit|TestLaneMixedBuild|TestTCPLaneStalledReaderKept|TestAttackSendBufferingPerProcess|TestAttackHugeWindowThenStall|TestAttackForgedAddressFlood|TestAttackRelabelledTransport|TestAttackBadWorkerAddress|TestAttackLoopbackRegistrySquat|TestWriteBacklog)
+check: deps
+	$(GO) vet ./...
+	UCX_TLS=tcp $(GO) test -count=1 -timeout 120s -skip '$(CHECK_SKIP)' $(CHECK_PKGS)
 
 ## fuzz-short: every `func Fuzz*` in every package of every module, found
 ## afresh on each run. A run that fails without writing a failing input to
@@ -68,14 +113,6 @@ fuzz-short: deps
 			done; \
 		done; \
 	done
-
-test-tcp: deps
-	@for m in $(MODULES); do echo "== UCX_TLS=tcp $$m"; \
-		(cd $$m && UCX_TLS=tcp $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
-
-test-sm: deps
-	@for m in $(MODULES); do echo "== UCX_TLS=sm $$m"; \
-		(cd $$m && UCX_TLS=sm $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
 
 ## test-ucx: build UCX $(UCX_VERSION) from the sources in $(UCX_SRC_DIR)
 ## (once, into a cache; about 10 minutes; installs autoconf, automake and
