@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -321,27 +320,6 @@ func (d *Dir) alive(e Entry) (bool, string) {
 		return false, fmt.Sprintf("publisher pid %d on %s is gone", e.PID, e.Host)
 	}
 	return true, ""
-}
-
-// parseStatStartTime extracts field 22 (starttime) from the contents of
-// /proc/PID/stat. Field 2 (comm) is in parentheses and may itself contain
-// spaces and parentheses, so fields are counted from the last ')'.
-func parseStatStartTime(data []byte) (uint64, error) {
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, errors.New("registry: malformed stat: no ')'")
-	}
-	fields := strings.Fields(s[i+1:]) // fields[0] is field 3 (state)
-	const idx = 22 - 3
-	if len(fields) <= idx {
-		return 0, fmt.Errorf("registry: malformed stat: %d fields after comm", len(fields))
-	}
-	v, err := strconv.ParseUint(fields[idx], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("registry: malformed stat: %w", err)
-	}
-	return v, nil
 }
 
 // lock takes the cross-process lock on d, polling so that ctx can cancel

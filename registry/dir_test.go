@@ -497,19 +497,6 @@ func TestEntryFileName(t *testing.T) {
 	require.True(t, strings.HasPrefix(entryFileName(strings.Repeat("€", 85)), "~"))
 }
 
-func TestParseStatStartTime(t *testing.T) {
-	tail := " S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 424242 20 21 22"
-	for _, comm := range []string{"(cat)", "(a b)", "(x) S 9 9 (y)", "())", "(()"} {
-		v, err := parseStatStartTime([]byte("123 " + comm + tail))
-		require.NoError(t, err, comm)
-		require.Equal(t, uint64(424242), v, comm)
-	}
-	for _, bad := range []string{"", "123 cat S 1", "123 (cat) S 1 2", "1 (c)" + strings.Replace(tail, "424242", "-5", 1)} {
-		_, err := parseStatStartTime([]byte(bad))
-		require.Error(t, err, bad)
-	}
-}
-
 func FuzzJudge(f *testing.F) {
 	valid, _ := json.Marshal(testEntry("x", ""))
 	f.Add(valid)

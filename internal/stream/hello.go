@@ -34,7 +34,21 @@ const (
 	tlvShmFrame   = 9
 	tlvTCPFrame   = 10
 	tlvUCX        = 11
+	tlvProc       = 12
 )
+
+// procLen is the size of an encoded ProcID.
+const procLen = 4 + 8 + 8 + 16
+
+// ProcID names the process that sent a Hello, on its host: enough for a
+// peer on the same host to find it in /proc and tell a stopped process
+// (a debugger, SIGSTOP) from a dead one. The zero ProcID says nothing.
+type ProcID struct {
+	PID   uint32   // its process id, in its pid namespace (non-zero)
+	Start uint64   // its start time, clock ticks after boot (/proc/PID/stat field 22)
+	PidNS uint64   // the inode of its pid namespace (/proc/self/ns/pid)
+	Boot  [16]byte // its host's boot id (/proc/sys/kernel/random/boot_id)
+}
 
 // Hello is the handshake payload of KindConnect and KindAccept frames.
 //
@@ -61,6 +75,8 @@ type Hello struct {
 	// (e.g. "1.13.1", ≤ 32 bytes), so that a peer that cannot work with it
 	// can say which two releases met.
 	UCX string
+	// Proc, optional, is the sender's process (see ProcID).
+	Proc ProcID
 }
 
 // check enforces the field rules shared by marshalling and unmarshalling.
@@ -86,6 +102,8 @@ func (h *Hello) check() error {
 		return fmt.Errorf("%w: MAC is %d bytes", ErrBadHello, len(h.MAC))
 	case len(h.UCX) > maxHelloUCX:
 		return fmt.Errorf("%w: UCX release is %d bytes", ErrBadHello, len(h.UCX))
+	case h.Proc != (ProcID{}) && h.Proc.PID == 0:
+		return fmt.Errorf("%w: process identity with pid 0", ErrBadHello)
 	}
 	return nil
 }
@@ -97,7 +115,7 @@ func (h *Hello) MarshalBinary() ([]byte, error) {
 	if err := h.check(); err != nil {
 		return nil, err
 	}
-	n := 5*3 + 8 + 4*4
+	n := 5*3 + 8 + 4*4 + 3 + procLen
 	for _, v := range [][]byte{[]byte(h.Name), []byte(h.LocalName), h.WorkerAddr, h.Nonce, h.MAC, []byte(h.UCX)} {
 		if len(v) > 0 {
 			n += 3 + len(v)
@@ -115,7 +133,20 @@ func (h *Hello) MarshalBinary() ([]byte, error) {
 	b = appendTLV(b, tlvShmFrame, appendNonZero32(h.ShmFrame))
 	b = appendTLV(b, tlvTCPFrame, appendNonZero32(h.TCPFrame))
 	b = appendTLV(b, tlvUCX, []byte(h.UCX))
+	b = appendTLV(b, tlvProc, h.Proc.append(nil))
 	return b, nil
+}
+
+// append encodes id (PID u32, Start u64, PidNS u64 little-endian, then
+// Boot), or nothing for the zero ProcID.
+func (id ProcID) append(b []byte) []byte {
+	if id == (ProcID{}) {
+		return b
+	}
+	b = binary.LittleEndian.AppendUint32(b, id.PID)
+	b = binary.LittleEndian.AppendUint64(b, id.Start)
+	b = binary.LittleEndian.AppendUint64(b, id.PidNS)
+	return append(b, id.Boot[:]...)
 }
 
 // appendNonZero32 encodes v, or nothing for 0 (an omitted field).
@@ -157,7 +188,7 @@ func (h *Hello) UnmarshalBinary(b []byte) error {
 		}
 		v := b[3 : 3+n]
 		b = b[3+n:]
-		if typ < tlvConnID || typ > tlvUCX {
+		if typ < tlvConnID || typ > tlvProc {
 			continue // unknown: skip
 		}
 		if seen&(1<<typ) != 0 {
@@ -186,6 +217,8 @@ func (h *Hello) setField(typ byte, v []byte) error {
 		want = 8
 	case tlvEagerMax, tlvWindow, tlvShmFrame, tlvTCPFrame:
 		want = 4
+	case tlvProc:
+		want = procLen
 	}
 	if want >= 0 && len(v) != want {
 		return fmt.Errorf("%w: TLV %d is %d bytes, want %d", ErrBadHello, typ, len(v), want)
@@ -213,6 +246,11 @@ func (h *Hello) setField(typ byte, v []byte) error {
 		h.TCPFrame = binary.LittleEndian.Uint32(v)
 	case tlvUCX:
 		h.UCX = string(v)
+	case tlvProc:
+		h.Proc.PID = binary.LittleEndian.Uint32(v)
+		h.Proc.Start = binary.LittleEndian.Uint64(v[4:])
+		h.Proc.PidNS = binary.LittleEndian.Uint64(v[12:])
+		copy(h.Proc.Boot[:], v[20:])
 	}
 	return nil
 }

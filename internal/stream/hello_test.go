@@ -22,6 +22,7 @@ func fullHello() Hello {
 		ShmFrame:   32 << 10,
 		TCPFrame:   1 << 20,
 		UCX:        "1.18.1",
+		Proc:       ProcID{PID: 4242, Start: 123456, PidNS: 4026531836, Boot: [16]byte{1, 2, 3, 15: 16}},
 	}
 }
 
@@ -80,6 +81,7 @@ func TestHelloMarshalErrors(t *testing.T) {
 		"addr":       func(h *Hello) { h.WorkerAddr = make([]byte, 8193) },
 		"nonce":      func(h *Hello) { h.Nonce = make([]byte, 65) },
 		"mac":        func(h *Hello) { h.MAC = make([]byte, 65) },
+		"proc pid 0": func(h *Hello) { h.Proc.PID = 0 },
 	} {
 		h := fullHello()
 		mod(&h)
@@ -90,6 +92,8 @@ func TestHelloMarshalErrors(t *testing.T) {
 
 func TestHelloUnmarshalErrors(t *testing.T) {
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	pidZeroProc := make([]byte, procLen)
+	pidZeroProc[4] = 7 // a start time, but pid 0
 	for name, b := range map[string][]byte{
 		"empty":            nil,
 		"truncated header": cat(minimal(), []byte{tlvName, 1}),
@@ -113,6 +117,9 @@ func TestHelloUnmarshalErrors(t *testing.T) {
 		"long nonce":       cat(minimal(), tlv(tlvNonce, make([]byte, 65))),
 		"long mac":         cat(minimal(), tlv(tlvMAC, make([]byte, 65))),
 		"too long":         cat(minimal(), tlv(200, make([]byte, MaxHelloLen))),
+		"short proc":       cat(minimal(), tlv(tlvProc, make([]byte, procLen-1))),
+		"long proc":        cat(minimal(), tlv(tlvProc, make([]byte, procLen+1))),
+		"proc pid 0":       cat(minimal(), tlv(tlvProc, pidZeroProc)),
 	} {
 		h := fullHello()
 		err := h.UnmarshalBinary(b)
