@@ -306,7 +306,10 @@ func connsToDiscarder(t *testing.T, cfg Config) (*Transport, []net.Conn, *exec.C
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v=false")
-	cmd.Env = append(os.Environ(), childEnv+"=stopped", childModeEnv+"=discard", "UCXNET_REGISTRY=dir:"+dir, "GORACE=atexit_sleep_ms=0")
+	// The child names no process in its Hellos (hideProcEnv): stopped, it
+	// is taken for dead, as a peer on another host would be.
+	cmd.Env = append(os.Environ(), childEnv+"=stopped", childModeEnv+"=discard", "UCXNET_REGISTRY=dir:"+dir, "GORACE=atexit_sleep_ms=0",
+		hideProcEnv+"=1")
 	child := startCmd(t, cmd)
 	reg, err := registry.NewDir(dir)
 	require.NoError(t, err)
@@ -375,7 +378,8 @@ func TestWriteBacklogBounded(t *testing.T) {
 
 // A write waiting for UCX to drain its backlog to a peer (drainPeer) ends
 // when the conn fails meanwhile, with the conn's error: here keepalive
-// takes a stopped peer for dead. Over tcp keepalive closes the endpoint
+// takes a stopped peer for dead (one that cannot be found stopped: its
+// Hellos name no process). Over tcp keepalive closes the endpoint
 // gracefully and the flush the write waits on may never finish; before
 // the write heard of the failure, it hung until its deadline.
 func TestWriteBacklogEndsOnPeerFailure(t *testing.T) {

@@ -107,8 +107,10 @@ type Config struct {
 	// shared memory a killed peer that its parent has not reaped yet (a
 	// zombie) counts as alive. Default: $UCXNET_KEEPALIVE if set (a Go
 	// duration), else DefaultKeepAlive; negative disables it (then only
-	// UCX's detection remains), as with net.Dialer.KeepAlive. A stopped
-	// (SIGSTOP) or hung peer process is taken for dead too.
+	// UCX's detection remains), as with net.Dialer.KeepAlive. A hung peer
+	// process is taken for dead too; one stopped (SIGSTOP, a debugger) on
+	// this host, in this pid namespace and of this user is not: it is
+	// looked at again each KeepAlive (Stats.KeepAliveStopped).
 	KeepAlive time.Duration
 	// NetDevices restricts the network devices UCX uses (and listens on),
 	// as UCX_NET_DEVICES does: for example "lo" or "eth0,mlx5_0:1". By

@@ -33,6 +33,9 @@ type Conn struct {
 	// come from (engine.Event.From), learnt from its first handshake frame;
 	// frames from anywhere else are dropped. Engine goroutine only.
 	from uintptr
+	// peerProc is the process the peer's Hello named (procid_linux.go).
+	// Engine goroutine only.
+	peerProc stream.ProcID
 	// early holds frames that came before the ACCEPT (engine goroutine).
 	early      []earlyFrame
 	earlyBytes int

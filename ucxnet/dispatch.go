@@ -152,7 +152,7 @@ func (t *Transport) handleFrame(ev *engine.Event, now int64) {
 		c.handleHandshake(h, ev.Data, ev.From)
 		if h.Kind == stream.KindAccept && c.peer != nil && c.from == ev.From && t.lookup(h.ConnID) == c {
 			t.mu.Lock()
-			t.noteFromLocked(c.peer, ev.From)
+			t.noteFromLocked(c.peer, c)
 			t.mu.Unlock()
 		}
 		c.replayEarly()

@@ -99,7 +99,7 @@ func (t *Transport) sendConnect(c *Conn, name string) error {
 	hello := stream.Hello{
 		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window),
 		Name: name, LocalName: t.name, WorkerAddr: t.eng.Address(), Nonce: c.auth.nd,
-		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version,
+		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version, Proc: selfProc(),
 	}
 	return t.sendHello(c.peer, stream.Header{Kind: stream.KindConnect}, hello)
 }
@@ -145,6 +145,7 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: hello.LocalName, ID: hello.ConnID}, preAcceptWindow)
 	c.remoteID = hello.ConnID
 	c.from = from
+	c.peerProc = hello.Proc
 	c.keepAlive = l.ka
 	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
 	c.peerSegs = peerSegLimits(hello)
@@ -188,7 +189,8 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 		return
 	}
 	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(min(preAcceptWindow, t.cfg.Window)),
-		Name: hello.Name, LocalName: hello.Name, ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version}
+		Name: hello.Name, LocalName: hello.Name, ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version,
+		Proc: selfProc()}
 	if c.auth != nil {
 		// Only our nonce: we prove nothing over the dialer's input until
 		// the dialer has proven it knows the key.
@@ -256,6 +258,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	}
 	c.remoteID = hello.ConnID
 	c.raddr.ID = hello.ConnID // before Dial returns c (it waits for dialDone)
+	c.peerProc = hello.Proc
 	c.frame = min(c.t.cfg.EagerMax, int(hello.EagerMax))
 	c.peerSegs = peerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))
@@ -330,7 +333,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	c.state = stateOpen
 	c.mu.Unlock()
 	c.t.mu.Lock()
-	c.t.noteFromLocked(c.peer, c.from)
+	c.t.noteFromLocked(c.peer, c)
 	c.t.mu.Unlock()
 	a.ln.removePendingAuth(c)
 	if !a.ln.enqueue(c) {

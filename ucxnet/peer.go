@@ -21,6 +21,9 @@ type peer struct {
 	// from is the From of its frames, learnt from its conns' handshakes
 	// (0: not yet), under Transport.mu.
 	from uintptr
+	// proc is the process its Hello named, from the conn that set from
+	// (procid_linux.go), under Transport.mu.
+	proc stream.ProcID
 	info atomic.Pointer[[]string]
 
 	sp atomic.Pointer[sendPath] // how to send, chosen from the transports (nil: not yet)
@@ -288,7 +291,7 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool) error {
 		// is learnt from its ACCEPT, an authenticated conn's once its
 		// proof checks out): a dialer that has not proved who it is must
 		// not make its endpoint stand for another worker's peer.
-		t.noteFromLocked(p, c.from)
+		t.noteFromLocked(p, c)
 	}
 	t.addConnLocked(c)
 	return nil
@@ -297,12 +300,14 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool) error {
 // noteFrom records from as the From of p's frames, learnt when a conn to p
 // was bound to it (an accepted CONNECT, a dial's ACCEPT). A peer that made
 // a new endpoint to us since has a new From. t.mu is held.
-func (t *Transport) noteFromLocked(p *peer, from uintptr) {
+func (t *Transport) noteFromLocked(p *peer, c *Conn) {
+	from := c.from
 	if from == 0 || p.from == from || t.peers[p.addr] != p {
 		return
 	}
 	t.forgetFromLocked(p)
 	p.from = from
+	p.proc = c.peerProc
 	t.peersByFrom[from] = p
 }
 
@@ -431,6 +436,9 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 		_ = t.sendCtl(pr.p, stream.Header{Kind: stream.KindPing, ConnID: pr.c.remoteIDLocked(), Aux: pr.c.id})
 	}
 	for _, p := range dead {
+		if t.keepStopped(p, now.UnixNano()) {
+			continue
+		}
 		t.stats.keepAliveFailures.Add(1)
 		silent := now.Sub(time.Unix(0, p.lastRecv.Load())).Round(time.Millisecond)
 		// Over TCP UCX may still think the endpoint healthy (a link that

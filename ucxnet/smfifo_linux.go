@@ -82,6 +82,21 @@ type smWatcher struct {
 	// mapped since the last scan).
 	lastFailure atomic.Int64
 	rescan      atomic.Bool
+	// stoppedUntil (UnixNano): until then no slot is repaired, since a
+	// peer was found stopped (procid_linux.go) and the stuck slot may be
+	// its, which it would finish writing once resumed.
+	stoppedUntil atomic.Int64
+}
+
+// noteStoppedPeer records that a peer was found stopped, and holds repairs
+// until then at least: about when it will be looked at again.
+func (w *smWatcher) noteStoppedPeer(until time.Time) {
+	for {
+		old := w.stoppedUntil.Load()
+		if old >= until.UnixNano() || w.stoppedUntil.CompareAndSwap(old, until.UnixNano()) {
+			return
+		}
+	}
 }
 
 // notePeerFailure records that a peer failed now (any Transport).
@@ -162,7 +177,8 @@ func (w *smWatcher) check(mem *os.File, addr uint64, now time.Time) {
 		switch {
 		case !seen || s.index != i:
 			w.stuck[addr] = smStuck{index: i, since: now}
-		case now.Sub(s.since) >= smStuckAfter && now.Sub(time.Unix(0, w.lastFailure.Load())) <= smFailureWindow:
+		case now.Sub(s.since) >= smStuckAfter && now.Sub(time.Unix(0, w.lastFailure.Load())) <= smFailureWindow &&
+			now.UnixNano() > w.stoppedUntil.Load():
 			if smPublish(mem, addr, i) {
 				w.repaired++
 			}

@@ -15,6 +15,7 @@ type counters struct {
 	authFailures, stalledPeers                     atomic.Uint64
 	foreignFrames, pingsSent, keepAliveFailures    atomic.Uint64
 	idleClosed, queuedWrites, connectsDropped      atomic.Uint64
+	keepAliveStopped                               atomic.Uint64
 }
 
 // Stats are a Transport's counters.
@@ -44,7 +45,11 @@ type Stats struct {
 	ForeignFrames     uint64
 	PingsSent         uint64 // keepalive probes sent (see Config.KeepAlive)
 	KeepAliveFailures uint64 // peers taken for dead because they stayed silent past KeepAlive
-	IdlePeersClosed   uint64 // endpoints closed because no conn used them
+	// KeepAliveStopped counts the times a peer silent past KeepAlive was
+	// kept because its process is stopped (a debugger, SIGSTOP) on this
+	// host; it is looked at again each KeepAlive.
+	KeepAliveStopped uint64
+	IdlePeersClosed  uint64 // endpoints closed because no conn used them
 	// QueuedWrites counts small writes that found the engine busy or the
 	// path to their peer backed up and went into the conn's open frame,
 	// sent shortly after, coalesced with the conn's following small
@@ -75,7 +80,8 @@ func (t *Transport) Stats() Stats {
 		PeerFailures: s.peerFailures.Load(), AuthFailures: s.authFailures.Load(), OpenConns: uint64(open), Peers: uint64(peers),
 		InflightSends: es.Inflight, ZeroCopyFrames: es.ZCFrames, StalledPeers: s.stalledPeers.Load(),
 		ForeignFrames: s.foreignFrames.Load(), PingsSent: s.pingsSent.Load(),
-		KeepAliveFailures: s.keepAliveFailures.Load(), IdlePeersClosed: s.idleClosed.Load(),
-		QueuedWrites: s.queuedWrites.Load(), ConnectsDropped: s.connectsDropped.Load(),
+		KeepAliveFailures: s.keepAliveFailures.Load(), KeepAliveStopped: s.keepAliveStopped.Load(),
+		IdlePeersClosed: s.idleClosed.Load(),
+		QueuedWrites:    s.queuedWrites.Load(), ConnectsDropped: s.connectsDropped.Load(),
 	}
 }

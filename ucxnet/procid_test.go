@@ -1,0 +1,137 @@
+//go:build linux
+
+package ucxnet
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ucxnet/ucxnet/internal/procstat"
+	"github.com/ucxnet/ucxnet/internal/stream"
+	"github.com/ucxnet/ucxnet/registry"
+)
+
+// hideProcEnv, set to "1" in a test's child process, makes its Hellos name
+// no process: a stopped child is then taken for dead, as a peer on another
+// host would be.
+const hideProcEnv = "UCXNET_TEST_HIDE_PROC"
+
+func init() {
+	if os.Getenv(hideProcEnv) == "1" {
+		selfProc = func() stream.ProcID { return stream.ProcID{} }
+	}
+}
+
+// TestProcStoppedRules: only a stopped or traced process of this user,
+// boot and pid namespace, with the start time named, counts as stopped.
+func TestProcStoppedRules(t *testing.T) {
+	self := selfProc()
+	require.NotZero(t, self.PID, "this process has no identity")
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skip("needs sleep(1):", err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	st, err := procstat.Read(cmd.Process.Pid)
+	require.NoError(t, err)
+	id := stream.ProcID{PID: uint32(cmd.Process.Pid), Start: st.Start, PidNS: self.PidNS, Boot: self.Boot}
+	require.False(t, procStopped(id), "a sleeping process is not stopped")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
+	require.Eventually(t, func() bool { return procStopped(id) }, 10*time.Second, time.Millisecond)
+	for name, mod := range map[string]func(*stream.ProcID){
+		"start time": func(id *stream.ProcID) { id.Start++ },
+		"boot":       func(id *stream.ProcID) { id.Boot[0] ^= 1 },
+		"pid ns":     func(id *stream.ProcID) { id.PidNS++ },
+		"pid":        func(id *stream.ProcID) { id.PID = 0 },
+	} {
+		other := id
+		mod(&other)
+		require.False(t, procStopped(other), "another %s", name)
+	}
+	require.False(t, procStopped(self), "this process")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool { return !procStopped(id) }, 10*time.Second, time.Millisecond)
+}
+
+// TestStoppedPeerKept: a peer process stopped (SIGSTOP, as a debugger
+// does) for many keepalive periods keeps its conn, which carries data both
+// ways once it runs again; before, keepalive took it for dead after about
+// 1.6 s and reset the conn. The same peer killed still fails the conn. On
+// the kernel-TCP lane the stop never mattered (TCP keepalive is the
+// kernel's, which answers for a stopped process).
+func TestStoppedPeerKept(t *testing.T) {
+	for _, lane := range []string{LaneUCX, LaneTCP} {
+		t.Run(lane, func(t *testing.T) {
+			if lane == LaneTCP && !tcpEnabled(os.Getenv("UCX_TLS")) {
+				t.Skipf("UCX_TLS=%q: a listener opens no TCP port", os.Getenv("UCX_TLS"))
+			}
+			dir := t.TempDir()
+			child := startChild(t, dir, "stoppable")
+			reg, err := registry.NewDir(dir)
+			require.NoError(t, err)
+			const ka = 300 * time.Millisecond
+			tr, err := NewTransport(Config{Registry: reg, KeepAlive: ka, Lane: lane})
+			require.NoError(t, err)
+			defer tr.Close()
+			d := Dialer{Transport: tr, Timeout: 10 * time.Second}
+			c, err := d.Dial(Network, "stoppable")
+			require.NoError(t, err)
+			defer c.Close()
+			if got, _ := c.(*Conn).Lane(); got != lane {
+				t.Skipf("the conn took the %s lane, not %s (UCX_TLS=%q)", got, lane, os.Getenv("UCX_TLS"))
+			}
+			roundTrip(t, c, "before")
+
+			require.NoError(t, child.Process.Signal(syscall.SIGSTOP))
+			stopped := time.Now()
+			if lane == LaneUCX {
+				// Each keepalive period it stays silent, it is found stopped
+				// again (a condition, not a timing: 30 s only bounds a hang).
+				require.Eventually(t, func() bool { return tr.Stats().KeepAliveStopped >= 8 }, 30*time.Second, 10*time.Millisecond,
+					"keepalive never found the peer stopped")
+			}
+			time.Sleep(10*ka - time.Since(stopped)) // the scenario: stopped for 10 keepalives at least
+			require.NoError(t, child.Process.Signal(syscall.SIGCONT))
+			require.Zero(t, tr.Stats().KeepAliveFailures, "keepalive took the stopped peer for dead")
+			for range 10 {
+				roundTrip(t, c, "after")
+			}
+
+			require.NoError(t, child.Process.Kill())
+			child.Wait()
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second))) // a hang guard
+			_, err = c.Read(make([]byte, 1))
+			if lane == LaneTCP {
+				require.ErrorIs(t, err, io.EOF, "a dead kernel-TCP peer gives EOF, as a *net.TCPConn does")
+				return
+			}
+			require.ErrorIs(t, err, syscall.ECONNRESET)
+			var op *net.OpError
+			require.True(t, errors.As(err, &op), "%T", err)
+		})
+	}
+}
+
+// roundTrip writes a message and reads the echo of it back.
+func roundTrip(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second))) // a hang guard
+	_, err := c.Write([]byte(msg))
+	require.NoError(t, err)
+	got := make([]byte, len(msg))
+	_, err = io.ReadFull(c, got)
+	require.NoError(t, err)
+	require.Equal(t, msg, string(got))
+	require.NoError(t, c.SetDeadline(time.Time{}))
+}
