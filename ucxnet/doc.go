@@ -27,4 +27,12 @@
 // failure detection), UCX_KEEPALIVE_INTERVAL=1s, and the shared-memory and
 // TCP receive segment sizes (see EffectiveUCXDefaults). It also probes
 // silent peers itself (Config.KeepAlive).
+//
+// A conn's LocalAddr and RemoteAddr are "name:id" (see Addr), which
+// net.SplitHostPort splits into the end's name and conn id. Conn.Stats,
+// Transport.Conns and Transport.Snapshot say what each conn is doing;
+// every transport also serves its Snapshot to `ucxnet ls` on a private
+// Unix socket (Config.StatsDir), PublishExpvar publishes them as expvar,
+// and Config.Logger records the rare events (peer failures, refused
+// handshakes, dropped frames) to a log/slog logger.
 package ucxnet

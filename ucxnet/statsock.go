@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -110,7 +111,8 @@ type statsServer struct {
 	ln   *net.UnixListener
 	path string
 	sem  chan struct{}
-	done chan struct{}
+	done chan struct{}  // closed when serve returns
+	wg   sync.WaitGroup // the answers in progress
 }
 
 // serveStats starts t's stats socket, unless it is off or cannot be made
@@ -167,6 +169,7 @@ func (s *statsServer) close() {
 	}
 	s.ln.Close() // unlinks the socket
 	<-s.done
+	s.wg.Wait() // each ends within statsTimeout
 }
 
 func (s *statsServer) serve(t *Transport) {
@@ -182,7 +185,9 @@ func (s *statsServer) serve(t *Transport) {
 		}
 		select {
 		case s.sem <- struct{}{}:
+			s.wg.Add(1)
 			go func() {
+				defer s.wg.Done()
 				defer func() { <-s.sem }()
 				s.answer(t, c)
 			}()
