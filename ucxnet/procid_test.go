@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -61,6 +62,24 @@ func TestProcStoppedRules(t *testing.T) {
 	}
 	require.False(t, procStopped(self), "this process")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool { return !procStopped(id) }, 10*time.Second, time.Millisecond)
+
+	// A debugger's stop: attached with ptrace, the process is in a tracing
+	// stop (state 't').
+	runtime.LockOSThread() // ptrace requests come from the tracing thread
+	defer runtime.UnlockOSThread()
+	if err := syscall.PtraceAttach(cmd.Process.Pid); err != nil {
+		t.Skip("ptrace is not allowed here:", err)
+	}
+	var ws syscall.WaitStatus
+	_, err = syscall.Wait4(cmd.Process.Pid, &ws, syscall.WALL, nil)
+	require.NoError(t, err)
+	require.True(t, ws.Stopped(), "%v", ws)
+	st, err = procstat.Read(cmd.Process.Pid)
+	require.NoError(t, err)
+	require.Equal(t, byte('t'), st.State)
+	require.True(t, procStopped(id), "a traced process is stopped")
+	require.NoError(t, syscall.PtraceDetach(cmd.Process.Pid))
 	require.Eventually(t, func() bool { return !procStopped(id) }, 10*time.Second, time.Millisecond)
 }
 
