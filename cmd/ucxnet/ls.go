@@ -148,6 +148,7 @@ func queryStatsDir(ctx context.Context, dir string, timeout time.Duration, w io.
 		return nil, err
 	}
 	var out []lsResult
+	gone := 0
 	for _, de := range des {
 		name := de.Name()
 		pidStr, _, ok := strings.Cut(name, "-")
@@ -157,26 +158,49 @@ func queryStatsDir(ctx context.Context, dir string, timeout time.Duration, w io.
 		}
 		path := filepath.Join(dir, name)
 		snap, err := queryStats(ctx, path, pid, timeout)
-		if err != nil && processGone(pid) {
-			if rerr := os.Remove(path); rerr == nil {
-				fmt.Fprintf(w, "ucxnet: ls: removed the stats socket of pid %d, which is gone\n", pid)
+		switch {
+		case err != nil && staleSocket(path, pid, err):
+			if os.Remove(path) == nil {
+				gone++
 			}
 			continue
+		case errors.Is(err, syscall.ECONNREFUSED):
+			continue // a fresh socket between its bind and its listen: not there yet
+		}
+		if err == nil {
+			pid = snap.PID
 		}
 		out = append(out, lsResult{path: path, pid: pid, snap: snap, err: err})
+	}
+	if gone > 0 {
+		fmt.Fprintf(w, "ucxnet: ls: removed %d stats sockets of processes that are gone\n", gone)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].pid < out[j].pid })
 	return out, nil
 }
 
-// processGone reports whether no process has pid.
-func processGone(pid int) bool {
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+// staleSocket reports whether the stats socket at path, named for pid,
+// whose query failed with err, is left over from a process that is gone:
+// no process has pid, or nothing listens on the socket (ECONNREFUSED)
+// and it was made more than a second ago (a socket refuses between its
+// bind and its listen, for microseconds). A process in another pid
+// namespace names its socket with a pid of that namespace, so a refused
+// socket of a live pid can be stale too.
+func staleSocket(path string, pid int, err error) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	fi, serr := os.Lstat(path)
+	return serr == nil && time.Since(fi.ModTime()) > time.Second
 }
 
-// queryStats asks the stats socket at path, which process pid serves, for
-// its snapshot. The answer is untrusted: the server must be this user's
-// process pid, the answer at most maxStatsAnswer bytes of JSON.
+// queryStats asks the stats socket at path, named for pid, for its
+// snapshot. The answer is untrusted: the server must be this user's, the
+// answer at most maxStatsAnswer bytes of JSON naming pid. The snapshot's
+// PID is then the server's pid as this process sees it (SO_PEERCRED).
 func queryStats(ctx context.Context, path string, pid int, timeout time.Duration) (ucxnet.Snapshot, error) {
 	var snap ucxnet.Snapshot
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -196,8 +220,6 @@ func queryStats(ctx context.Context, path string, pid int, timeout time.Duration
 		return snap, fmt.Errorf("cannot tell who serves it: %v", err)
 	case uid != os.Geteuid():
 		return snap, fmt.Errorf("served by uid %d, not this user (uid %d): not asked", uid, os.Geteuid())
-	case cpid != pid:
-		return snap, fmt.Errorf("served by pid %d, not the pid %d its name says: not asked", cpid, pid)
 	}
 	if _, err := io.WriteString(c, ucxnet.StatsRequest); err != nil {
 		return snap, err
@@ -215,6 +237,9 @@ func queryStats(ctx context.Context, path string, pid int, timeout time.Duration
 	if snap.PID != pid || snap.Transport == "" {
 		return snap, fmt.Errorf("not a stats answer: pid %d, transport %q", snap.PID, sanitize(snap.Transport, 64))
 	}
+	// The pids are the server's own; the kernel's is the one in this
+	// pid namespace (they differ for a process in a container).
+	snap.PID = cpid
 	return snap, nil
 }
 

@@ -28,8 +28,18 @@ func lsEnv(t *testing.T, reg, stats string, timeout time.Duration, args ...strin
 
 // The done-when of `ucxnet ls`: while `ucxnet demo --hold` runs, ls shows
 // both of its processes with their conns and lanes, as a table and as
-// JSON; `ss` is the same command.
+// JSON; `ss` is the same command. The demo runs on the lane ucxnet picks,
+// and again on the kernel-TCP lane.
 func TestLsDemo(t *testing.T) {
+	for _, lane := range []string{ucxnet.LaneAuto, ucxnet.LaneTCP} {
+		t.Run(lane, func(t *testing.T) {
+			t.Setenv(ucxnet.EnvLane, lane)
+			testLsDemo(t, lane)
+		})
+	}
+}
+
+func testLsDemo(t *testing.T, lane string) {
 	reg, stats := t.TempDir(), t.TempDir()
 	t.Setenv(ucxnet.EnvStatsDir, stats)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -80,6 +90,9 @@ func TestLsDemo(t *testing.T) {
 		t.Fatalf("want the demo server (listening) and its client, got %+v", snaps)
 	}
 	server, client := snaps[listening], snaps[1-listening]
+	if lane == ucxnet.LaneTCP && (client.Conns[0].Lane != lane || server.Conns[0].Lane != lane) {
+		t.Errorf("conns on lanes %s and %s with %s=%s", client.Conns[0].Lane, server.Conns[0].Lane, ucxnet.EnvLane, lane)
+	}
 	if client.Conns[0].Remote != server.Conns[0].Local {
 		t.Errorf("client conn's remote %s is not the server conn's local %s", client.Conns[0].Remote, server.Conns[0].Local)
 	}
@@ -111,8 +124,8 @@ func deadPID(t *testing.T) int {
 	return cmd.Process.Pid
 }
 
-// staleSocket leaves a socket file nobody listens on at path.
-func staleSocket(t *testing.T, path string) {
+// leaveSocket leaves a socket file nobody listens on at path.
+func leaveSocket(t *testing.T, path string) {
 	t.Helper()
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -128,7 +141,19 @@ func TestLsRemovesStale(t *testing.T) {
 	reg, stats := t.TempDir(), t.TempDir()
 	dead := deadPID(t)
 	sock := filepath.Join(stats, fmt.Sprintf("%d-0123456789abcdef.sock", dead))
-	staleSocket(t, sock)
+	leaveSocket(t, sock)
+	// A live pid whose socket nobody listens on any more (a process of
+	// another pid namespace, whose pid here names another process): stale
+	// once older than a second.
+	sock1 := filepath.Join(stats, "1-0123456789abcdef.sock")
+	leaveSocket(t, sock1)
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(sock1, old, old); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh one may be between its bind and its listen: kept.
+	fresh := filepath.Join(stats, fmt.Sprintf("%d-fresh.sock", os.Getpid()))
+	leaveSocket(t, fresh)
 
 	host, _ := os.Hostname()
 	d, err := registry.NewDir(reg)
@@ -148,13 +173,18 @@ func TestLsRemovesStale(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("ls: exit %d\n%s", r.code, r.stderr)
 	}
-	for _, want := range []string{fmt.Sprintf("removed the stats socket of pid %d", dead), "removed stale registry entry stale-one"} {
+	for _, want := range []string{"removed 2 stats sockets of processes that are gone", "removed stale registry entry stale-one"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("ls stderr lacks %q:\n%s", want, r.stderr)
 		}
 	}
-	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
-		t.Errorf("the dead process's socket is still there: %v", err)
+	for _, p := range []string{sock, sock1} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("stale socket %s is still there: %v", p, err)
+		}
+	}
+	if _, err := os.Lstat(fresh); err != nil {
+		t.Errorf("the fresh socket went: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(reg, "stale-one.entry")); !os.IsNotExist(err) {
 		t.Errorf("the stale entry is still there: %v", err)
