@@ -129,6 +129,7 @@ var metrics = []metric{
 	counter("idle_peers_closed_total", "Endpoints closed because no conn used them.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.IdlePeersClosed }),
 	counter("connects_dropped_total", "CONNECTs dropped unanswered, over the budget for endpoints made from CONNECTs.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.ConnectsDropped }),
 	counter("keepalive_pings_total", "Keepalive probes sent.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.PingsSent }),
+	counter("keepalive_stopped_total", "Times a peer silent past the keepalive was kept because its process is stopped (a debugger, SIGSTOP) on this host.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.KeepAliveStopped }),
 	counter("keepalive_failures_total", "Peers taken for dead because they stayed silent past the keepalive.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.KeepAliveFailures }),
 	split("tcp_lane_rejected_total", "Kernel-TCP lane conns closed before their preamble was done, by reason.", labelReason, false, map[string]func(*ucxnet.Stats, *ucxnet.LaneStats) uint64{
 		"garbage":   func(_ *ucxnet.Stats, l *ucxnet.LaneStats) uint64 { return l.Garbage },
@@ -136,6 +137,11 @@ var metrics = []metric{
 		"timeout":   func(_ *ucxnet.Stats, l *ucxnet.LaneStats) uint64 { return l.Timeouts },
 		"over_cap":  func(_ *ucxnet.Stats, l *ucxnet.LaneStats) uint64 { return l.OverCap },
 	}),
+	newMetric("lane_conns", "Conns on each lane now, every state included.", prometheus.GaugeValue, []string{labelLane},
+		func(s *ucxnet.Snapshot, emit func(float64, ...string)) {
+			emit(float64(s.Stats.OpenConns), ucxnet.LaneUCX)
+			emit(float64(s.Lane.OpenConns), ucxnet.LaneTCP)
+		}),
 	gauge("peers", "UCX endpoints now.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.Peers }),
 	gauge("inflight_sends", "Sends whose buffers UCX still owns.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.InflightSends }),
 	gauge("listeners", "Names the transport listens on.", func(s *ucxnet.Snapshot) uint64 { return uint64(len(s.Listeners)) }),

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"testing"
 	"time"
 
@@ -178,6 +179,8 @@ func TestScrape(t *testing.T) {
 		{"ucxnet_io_frames_total", tr("prom-client", "lane", "ucx", "network_io_direction", "transmit"), 1, n},
 		{"ucxnet_peers", tr("prom-client"), 1, 1},
 		{"ucxnet_conns", tr("prom-client", "lane", "ucx", "state", "open"), 1, 1},
+		{"ucxnet_lane_conns", tr("prom-client", "lane", "ucx"), 1, 1},
+		{"ucxnet_lane_conns", tr("prom-client", "lane", "tcp"), 0, 0},
 		{"ucxnet_conns", tr("prom-server", "lane", "ucx", "state", "open"), 1, 1},
 		{"ucxnet_resets_total", tr("prom-client", "network_io_direction", "receive"), 0, 0},
 		{"ucxnet_auth_failures_total", tr("prom-server"), 0, 0},
@@ -232,6 +235,9 @@ func TestScrapeTCPLane(t *testing.T) {
 			t.Errorf("ucxnet_conns%v = %v (found: %v), want 1", want, v, ok)
 		}
 	}
+	if v, ok := value(mfs, "ucxnet_lane_conns", map[string]string{"ucxnet_transport": "lane-client", "lane": "tcp"}); !ok || v != 1 {
+		t.Errorf("ucxnet_lane_conns{lane=tcp} = %v (found: %v), want 1", v, ok)
+	}
 	if v, _ := value(mfs, "ucxnet_io_bytes_total", map[string]string{"ucxnet_transport": "lane-client", "network_io_direction": "transmit"}); v != 0 {
 		t.Errorf("UCX-lane bytes sent = %v on a transport whose one conn is on the TCP lane, want 0", v)
 	}
@@ -259,5 +265,52 @@ func TestCollectorAllTransports(t *testing.T) {
 	}
 	if _, ok := value(mfs, "ucxnet_dials_total", map[string]string{"ucxnet_transport": "twin"}); !ok {
 		t.Errorf("the open transport is no longer collected")
+	}
+}
+
+// statSeries names the series that exports each field of ucxnet.Stats and
+// ucxnet.LaneStats.
+var statSeries = map[string]string{
+	"Dials": "ucxnet_dials_total", "Accepts": "ucxnet_accepts_total", "Refused": "ucxnet_refused_total",
+	"FramesIn": "ucxnet_io_frames_total", "FramesOut": "ucxnet_io_frames_total",
+	"BytesIn": "ucxnet_io_bytes_total", "BytesOut": "ucxnet_io_bytes_total",
+	"BadFrames": "ucxnet_frames_dropped_total", "UnknownConn": "ucxnet_frames_dropped_total",
+	"Duplicates": "ucxnet_frames_dropped_total", "ForeignFrames": "ucxnet_frames_dropped_total",
+	"ResetsSent": "ucxnet_resets_total", "ResetsReceived": "ucxnet_resets_total",
+	"ProtocolResets": "ucxnet_protocol_resets_total", "PeerFailures": "ucxnet_peer_failures_total",
+	"AuthFailures": "ucxnet_auth_failures_total", "OpenConns": "ucxnet_lane_conns", "Peers": "ucxnet_peers",
+	"InflightSends": "ucxnet_inflight_sends", "ZeroCopyFrames": "ucxnet_zero_copy_frames_total",
+	"StalledPeers": "ucxnet_stalled_peers_total", "PingsSent": "ucxnet_keepalive_pings_total",
+	"KeepAliveFailures": "ucxnet_keepalive_failures_total", "KeepAliveStopped": "ucxnet_keepalive_stopped_total",
+	"IdlePeersClosed": "ucxnet_idle_peers_closed_total", "QueuedWrites": "ucxnet_queued_writes_total",
+	"ConnectsDropped": "ucxnet_connects_dropped_total",
+	// LaneStats
+	"Garbage": "ucxnet_tcp_lane_rejected_total", "Oversized": "ucxnet_tcp_lane_rejected_total",
+	"Timeouts": "ucxnet_tcp_lane_rejected_total", "OverCap": "ucxnet_tcp_lane_rejected_total",
+}
+
+// TestEveryStatExported: every counter of ucxnet.Stats and
+// ucxnet.LaneStats has a series, so a counter added to the core module
+// fails here until the Collector exports it.
+func TestEveryStatExported(t *testing.T) {
+	pr := prometheus.NewRegistry()
+	pr.MustRegister(ucxprom.NewCollector(newTransport(t, registry.NewMemory(), "fields", "")))
+	mfs, err := pr.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	described := map[string]bool{}
+	for _, mf := range mfs {
+		described[mf.GetName()] = true
+	}
+	for _, typ := range []reflect.Type{reflect.TypeFor[ucxnet.Stats](), reflect.TypeFor[ucxnet.LaneStats]()} {
+		for f := range typ.Fields() {
+			name, ok := statSeries[f.Name]
+			if !ok {
+				t.Errorf("%s.%s has no series in the Collector", typ.Name(), f.Name)
+			} else if !described[name] {
+				t.Errorf("%s.%s: the Collector exports no %s", typ.Name(), f.Name, name)
+			}
+		}
 	}
 }

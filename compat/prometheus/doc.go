@@ -37,7 +37,7 @@
 //	ucxnet_resets_total{network_io_direction}                  RST frames
 //	ucxnet_protocol_resets_total, ucxnet_peer_failures_total, ucxnet_auth_failures_total
 //	ucxnet_stalled_peers_total, ucxnet_idle_peers_closed_total, ucxnet_connects_dropped_total
-//	ucxnet_keepalive_pings_total, ucxnet_keepalive_failures_total
+//	ucxnet_keepalive_pings_total, ucxnet_keepalive_failures_total, ucxnet_keepalive_stopped_total
 //	ucxnet_tcp_lane_rejected_total{reason}  garbage, oversized, timeout, over_cap
 //
 // The byte and frame counters count the UCX lane: bytes on the kernel-TCP
@@ -45,7 +45,8 @@
 //
 // Gauges, from Transport.Snapshot:
 //
-//	ucxnet_conns{lane,network_transport,state}   conns by lane, carrier and ConnStats.State
+//	ucxnet_lane_conns{lane}                      conns on each lane (always both lanes)
+//	ucxnet_conns{lane,network_transport,state}   conns by lane, carrier and ConnStats.State (combinations with conns only)
 //	ucxnet_conns_unlisted                        conns beyond ucxnet.MaxSnapshotConns, not in ucxnet_conns
 //	ucxnet_conn_unread_bytes{lane}               received, not yet read, summed over conns
 //	ucxnet_conn_queued_bytes{lane}               written, not yet handed to UCX, summed over conns
