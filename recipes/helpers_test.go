@@ -33,7 +33,7 @@ func newPair(t *testing.T, reg registry.Registry) *pair {
 	p := &pair{reg: reg}
 	for _, tr := range []**ucxnet.Transport{&p.server, &p.client} {
 		var err error
-		if *tr, err = ucxnet.NewTransport(ucxnet.Config{Registry: reg}); err != nil {
+		if *tr, err = ucxnet.NewTransport(ucxnet.Config{Registry: reg, StatsDir: ucxnet.StatsOff}); err != nil {
 			t.Fatalf("NewTransport: %v", err)
 		}
 		t.Cleanup(func() { (*tr).Close() })

@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 )
 
-// TestHTTP: net/http serves a ucxnet listener as it is, and a client dials
-// through a ucxnet.Dialer given to its Transport.
+// TestHTTP: net/http serves a ucxnet listener as it is, a client dials
+// through a ucxnet.Dialer given to its Transport, and the handler splits
+// the request's RemoteAddr with net.SplitHostPort.
 func TestHTTP(t *testing.T) {
 	p := newPair(t, nil)
 	ln := p.listen(t)
@@ -20,7 +22,14 @@ func TestHTTP(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		fmt.Fprintf(w, "%s %s %x", r.Method, r.URL.Path, sha256.Sum256(b))
+		// Middleware that logs client addresses splits them: the host is
+		// the dialing transport's name.
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintf(w, "%s %s %s %x", host, r.Method, r.URL.Path, sha256.Sum256(b))
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
@@ -47,7 +56,7 @@ func TestHTTP(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: reading the body: %v", tc.method, err)
 		}
-		if want := fmt.Sprintf("%s /x %x", tc.method, sha256.Sum256(tc.body)); resp.StatusCode != 200 || string(got) != want {
+		if want := fmt.Sprintf("%s %s /x %x", p.client.Name(), tc.method, sha256.Sum256(tc.body)); resp.StatusCode != 200 || string(got) != want {
 			t.Fatalf("%s: %d %q, want 200 %q", tc.method, resp.StatusCode, got, want)
 		}
 	}

@@ -119,7 +119,7 @@ func TestOpenSSH(t *testing.T) {
 		"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
 		"-o", "ProxyCommand="+bin+" cat -q %h", // the recipe
 		"-l", me.Username, ln.Addr().String(), "sha256sum")
-	cmd.Env = append(os.Environ(), "UCXNET_REGISTRY=dir:"+regDir)
+	cmd.Env = append(os.Environ(), "UCXNET_REGISTRY=dir:"+regDir, "UCXNET_STATS_DIR=off")
 	cmd.Stdin = bytes.NewReader(input)
 	var stderr output
 	cmd.Stderr = &stderr
