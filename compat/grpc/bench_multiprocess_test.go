@@ -206,6 +206,34 @@ func unaryFor(c testgrpc.TestServiceClient, callers int, d time.Duration) (p50, 
 	return float64(all[len(all)/2].Nanoseconds()) / 1e3, float64(len(all)) / el.Seconds(), nil
 }
 
+// pacedFor makes 64-byte unary calls from one caller at a fixed rate
+// (calls per second) for d, each started on its schedule (at once if the
+// last one ran late), and returns the p50 and p99 latency (µs): requests
+// spaced in time, with both processes idle in between.
+func pacedFor(c testgrpc.TestServiceClient, rate int, d time.Duration) (p50, p99 float64, err error) {
+	req := &testgrpc.SimpleRequest{ResponseSize: 64, Payload: &testgrpc.Payload{Body: pattern(64)}}
+	ctx := context.Background()
+	for range 20 { // warm up
+		if _, err := c.UnaryCall(ctx, req); err != nil {
+			return 0, 0, err
+		}
+	}
+	every := time.Second / time.Duration(rate)
+	var lat []time.Duration
+	start := time.Now()
+	for next := start; next.Sub(start) < d; next = next.Add(every) {
+		time.Sleep(time.Until(next))
+		t0 := time.Now()
+		if _, err := c.UnaryCall(ctx, req); err != nil {
+			return 0, 0, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	at := func(p int) float64 { return float64(lat[min(len(lat)*p/100, len(lat)-1)].Nanoseconds()) / 1e3 }
+	return at(50), at(99), nil
+}
+
 // streamFor sends 1 MiB messages on one client stream for d and returns
 // MB/s (10^6 bytes), timed to the server's answer.
 func streamFor(c testgrpc.TestServiceClient, d time.Duration) (float64, error) {
@@ -258,6 +286,9 @@ func median(v []float64) float64 {
 //
 //   - unary1: 64 B unary calls, 1 caller: p50 latency (ratio tcp/ucx);
 //   - unary64: 64 concurrent callers on one ClientConn: QPS (ucx/tcp);
+//   - paced1k-p50, paced1k-p99: 64 B unary calls from 1 caller at a fixed
+//     1,000 calls/s, latency p50 and p99 (tcp/ucx): requests spaced in
+//     time, the processes idle in between;
 //   - stream1MiB: 1 MiB client-streaming messages: MB/s (ucx/tcp).
 //
 // Each sub-benchmark runs its rounds once, whatever b.N (use -benchtime 1x).
@@ -278,6 +309,14 @@ func BenchmarkMultiProcess(b *testing.B) {
 		{"unary64", "qps", false, func(c testgrpc.TestServiceClient) (float64, error) {
 			_, qps, err := unaryFor(c, 64, d)
 			return qps, err
+		}},
+		{"paced1k-p50", "µs", true, func(c testgrpc.TestServiceClient) (float64, error) {
+			p50, _, err := pacedFor(c, 1000, d)
+			return p50, err
+		}},
+		{"paced1k-p99", "µs", true, func(c testgrpc.TestServiceClient) (float64, error) {
+			_, p99, err := pacedFor(c, 1000, d)
+			return p99, err
 		}},
 		{"stream1MiB", "MB/s", false, func(c testgrpc.TestServiceClient) (float64, error) {
 			return streamFor(c, d)
