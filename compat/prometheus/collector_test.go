@@ -144,7 +144,7 @@ func wantCarrier() string {
 // frames each way, listeners, and its conns by lane, carrier and state.
 func TestScrape(t *testing.T) {
 	reg := registry.NewMemory()
-	srv, cli := newTransport(t, reg, "prom-server", ""), newTransport(t, reg, "prom-client", "")
+	srv, cli := newTransport(t, reg, "prom-server", ucxnet.LaneUCX), newTransport(t, reg, "prom-client", ucxnet.LaneUCX)
 	const n = 300_000
 	c := connect(t, srv, cli, n)
 	lane, _ := c.Lane()
