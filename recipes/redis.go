@@ -25,7 +25,9 @@ import (
 // was sent, and the next attempt takes another conn or dials a new one).
 // Other errors that go-redis retries (a dial that fails, a timeout) are
 // then retried poolSize times too, without backoff; a server that is down
-// refuses each dial at once (ECONNREFUSED).
+// refuses each dial at once (ECONNREFUSED). A server that closes idle
+// clients (redis.conf's timeout) needs no retry at all if ConnMaxIdleTime
+// is set below that timeout: go-redis then drops such conns itself.
 func RedisOptions(d *ucxnet.Dialer, name string, poolSize int) *redis.Options {
 	return &redis.Options{
 		Addr: name,
