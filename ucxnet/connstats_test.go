@@ -24,9 +24,16 @@ func TestConnStatsCounts(t *testing.T) {
 			cc, sc := c.(*Conn), s.(*Conn)
 
 			const up, down = 300_000, 1234
-			go func() { c.Write(bytes.Repeat([]byte("u"), up)) }()
+			wrote := make(chan error, 1)
+			go func() {
+				_, err := c.Write(bytes.Repeat([]byte("u"), up))
+				wrote <- err
+			}()
 			_, err := io.ReadFull(s, make([]byte, up))
 			require.NoError(t, err)
+			// The peer can have every byte before Write returns and
+			// counts them (the kernel-TCP lane): wait for it.
+			require.NoError(t, <-wrote)
 			_, err = s.Write(bytes.Repeat([]byte("d"), down))
 			require.NoError(t, err)
 			_, err = io.ReadFull(c, make([]byte, down))
