@@ -52,7 +52,7 @@ check-builds:
 ## leaves a CPU free for the builds and the fuzzing.
 FUZZTIME ?= 3s
 test: deps
-	@$(MAKE) --no-print-directory -j2 --output-sync=line test-passes builds-vet-fuzz
+	@$(MAKE) --no-print-directory -j2 test-passes builds-vet-fuzz
 
 builds-vet-fuzz: check-builds vet
 	@$(MAKE) --no-print-directory fuzz-short
