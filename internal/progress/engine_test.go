@@ -231,7 +231,9 @@ func TestSendLeavesEngineAsleep(t *testing.T) {
 		b.wait(t, func() bool { return len(b.got) == int(id) })
 	}
 	send(1) // wireup
-	time.Sleep(50 * time.Millisecond)
+	// Past a backstop wake-up (100 ms): the engine has been quiet since,
+	// whatever the wireup's timing was.
+	time.Sleep(300 * time.Millisecond)
 	const n = 20
 	w0 := a.eng.Stats().Wakeups
 	for i := uint64(2); i < n+2; i++ {
@@ -239,6 +241,7 @@ func TestSendLeavesEngineAsleep(t *testing.T) {
 		time.Sleep(time.Millisecond) // a's engine is asleep again
 	}
 	w1 := a.eng.Stats().Wakeups
+	t.Logf("the sender's engine woke %d times for %d sends", w1-w0, n)
 	// Its backstop timer wakes it every 100 ms: a few at most over the
 	// ~30 ms of sends, where one a send would be n.
 	require.Less(t, w1-w0, uint64(n/2), "the sender's engine woke %d times for %d sends", w1-w0, n)
