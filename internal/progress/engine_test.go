@@ -190,15 +190,22 @@ func TestZeroCopyFramesAcrossTheRange(t *testing.T) {
 	require.NoError(t, b.eng.Close(2*time.Second))
 }
 
+// connectedPair starts two engines and connects the first to the second;
+// the test's cleanup closes them.
+func connectedPair(t *testing.T) (a, b *collector, ep engine.EP) {
+	a, b = newCollector(t), newCollector(t)
+	t.Cleanup(func() { a.eng.Close(time.Second) })
+	t.Cleanup(func() { b.eng.Close(time.Second) })
+	ep, err := a.eng.Connect(b.eng.Address())
+	require.NoError(t, err)
+	t.Cleanup(func() { a.eng.CloseEP(ep, true) })
+	return a, b, ep
+}
+
 // An idle engine sleeps: over half a second it wakes only for its backstop
 // timer, and a send from another goroutine wakes it at once.
 func TestIdleSleepsAndWakes(t *testing.T) {
-	a, b := newCollector(t), newCollector(t)
-	defer a.eng.Close(time.Second)
-	defer b.eng.Close(time.Second)
-	ep, err := a.eng.Connect(b.eng.Address())
-	require.NoError(t, err)
-	defer a.eng.CloseEP(ep, true)
+	a, b, ep := connectedPair(t)
 	time.Sleep(100 * time.Millisecond)
 	w0 := b.eng.Stats().Wakeups
 	time.Sleep(500 * time.Millisecond)
@@ -218,12 +225,7 @@ func TestIdleSleepsAndWakes(t *testing.T) {
 // it through the event fd. Before, every send to a sleeping engine woke it
 // (one wake-up per send), and it then spun.
 func TestSendLeavesEngineAsleep(t *testing.T) {
-	a, b := newCollector(t), newCollector(t)
-	defer a.eng.Close(time.Second)
-	defer b.eng.Close(time.Second)
-	ep, err := a.eng.Connect(b.eng.Address())
-	require.NoError(t, err)
-	defer a.eng.CloseEP(ep, true)
+	a, b, ep := connectedPair(t)
 	var hdr [8]byte
 	send := func(id uint64) {
 		binary.LittleEndian.PutUint64(hdr[:], id)
