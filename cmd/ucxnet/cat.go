@@ -111,8 +111,9 @@ func catAccept(ctx context.Context, t *ucxnet.Transport, name string, logf func(
 	alias := registry.UniqueName()
 	lns := make([]net.Listener, 0, 2)
 	defer func() {
-		for _, ln := range lns {
-			ln.Close() // one conn only: withdraw the names
+		// One conn only: withdraw the names, the public one first.
+		for i := len(lns) - 1; i >= 0; i-- {
+			lns[i].Close()
 		}
 	}()
 	// The private name first: a cat that finds it in name's entry dials it
