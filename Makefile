@@ -65,12 +65,15 @@ builds-vet-fuzz: check-builds vet
 ## the same code either way, as do the CLI, the registry, the pure packages
 ## and the recipes (real clients: their code does not change with the
 ## transport). scripts/testpasses.sh compiles each test binary once for both
-## passes and runs TEST_JOBS (package, pass) pairs at a time.
-TEST_JOBS ?= 3
+## passes and runs TEST_JOBS (package, pass) pairs at a time; the ucxnet
+## package, the slowest, runs as two processes per pass (SPLIT), each with
+## every other test.
+TEST_JOBS ?= 4
+SPLIT     := ucxnet/ucxnet/ucxnet$$
 SM_PKGS   := ucxnet/ucxnet/(ucxnet|internal/cucx|internal/progress)$$|/compat/
 SKIP_sm   := ^(TestMem|TestTCPLane|TestNetns)
 TESTPASSES = GO="$(GO)" MODULES="$(MODULES)" TESTFLAGS="-race $(GOFLAGS)" TIMEOUT=$(TEST_TIMEOUT) \
-	JOBS=$(TEST_JOBS) ./scripts/testpasses.sh
+	JOBS=$(TEST_JOBS) SPLIT='$(SPLIT)' ./scripts/testpasses.sh
 test-passes: deps
 	SKIP_sm='$(SKIP_sm)' $(TESTPASSES) tcp=. 'sm=$(SM_PKGS)'
 

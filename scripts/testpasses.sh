@@ -11,32 +11,53 @@
 # -race), then the (pass, package) runs go $JOBS at a time, the slowest
 # first, each in its package's folder as go test does. A run's output is
 # printed only when it fails. $SKIP_sm (or $SKIP_tcp...) is a -test.skip
-# pattern for that pass. The exit status is 1 if any run failed.
+# pattern for that pass. A package whose import path matches $SPLIT runs
+# as two processes at once, each with every other top-level test (the
+# second with all that the first does not run: nothing is lost), since
+# a package's tests run one after another and the slowest package sets the
+# time. The exit status is 1 if any run failed.
 #
 # Environment: GO, MODULES, TESTFLAGS, TIMEOUT (-test.timeout), JOBS,
-# SKIP_<tls>.
+# SKIP_<tls>, SPLIT.
 set -u
 GO=${GO:-go}
 MODULES=${MODULES:-.}
 TESTFLAGS=${TESTFLAGS:-}
 TIMEOUT=${TIMEOUT:-600s}
 JOBS=${JOBS:-3}
+SPLIT=${SPLIT:-}
 export GO TIMEOUT
 
 if [ "${1:-}" = "--run" ]; then
-	# One run: --run TLS IMPORTPATH DIR BINARY LOGDIR.
-	tls=$2 pkg=$3 dir=$4 binary=$5 logs=$6
-	log=$logs/$(echo "$tls $pkg" | tr ' /' '__').log
+	# One run: --run TLS IMPORTPATH DIR BINARY LOGDIR SHARD, SHARD being
+	# "-" (all tests), "1/2" or "2/2".
+	tls=$2 pkg=$3 dir=$4 binary=$5 logs=$6 shard=$7
+	log=$logs/$(echo "$tls $pkg $shard" | tr ' /' '___').log
 	eval "skip=\${SKIP_$tls:-}"
+	run=
+	if [ "$shard" != - ]; then
+		half=$(cd "$dir" && UCX_TLS=$tls "$binary" -test.list '.*' 2>/dev/null |
+			grep -E '^(Test|Fuzz|Example)' | awk 'NR % 2 == 1' | paste -sd '|')
+		[ -n "$half" ] || { printf "FAIL\t%s: cannot list its tests\n" "$pkg"; exit 1; }
+		if [ "$shard" = 1/2 ]; then
+			run="^($half)\$"
+		else
+			skip="${skip:+$skip|}^($half)\$"
+		fi
+	fi
 	start=$(date +%s%N)
-	(cd "$dir" && UCX_TLS=$tls "$binary" -test.paniconexit0 -test.count=1 -test.timeout="$TIMEOUT" ${skip:+-test.skip="$skip"}) >"$log" 2>&1
+	(cd "$dir" && UCX_TLS=$tls "$binary" -test.paniconexit0 -test.count=1 -test.timeout="$TIMEOUT" \
+		${run:+-test.run="$run"} ${skip:+-test.skip="$skip"}) >"$log" 2>&1
 	rc=$?
 	el=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1fs", (b - a) / 1e9 }')
+	what=$pkg
+	[ "$shard" = - ] || what="$pkg ($shard)"
 	if [ $rc = 0 ]; then
-		printf 'ok  \t%-40s UCX_TLS=%-4s %s%s\n' "$pkg" "$tls" "$el" "${skip:+ (skipped $skip)}"
+		eval "note=\${SKIP_$tls:-}"
+		printf 'ok  \t%-46s UCX_TLS=%-4s %s%s\n' "$what" "$tls" "$el" "${note:+ (skipped $note)}"
 		exit 0
 	fi
-	printf 'FAIL\t%-40s UCX_TLS=%-4s %s\n' "$pkg" "$tls" "$el"
+	printf 'FAIL\t%-46s UCX_TLS=%-4s %s\n' "$what" "$tls" "$el"
 	sed 's/^/    /' "$log"
 	exit 1
 fi
@@ -72,11 +93,16 @@ for p in "$@"; do
 		echo "$pkg" | grep -Eq "$pat" || continue
 		[ -x "$binary" ] || continue # a package whose tests compile to nothing
 		size=$(cat "$dir"/*_test.go | wc -c)
-		echo "$size $tls $pkg $dir $binary"
+		if [ -n "$SPLIT" ] && echo "$pkg" | grep -Eq "$SPLIT"; then
+			echo "$size $tls $pkg $dir $binary 1/2"
+			echo "$size $tls $pkg $dir $binary 2/2"
+		else
+			echo "$size $tls $pkg $dir $binary -"
+		fi
 	done <"$work/bins"
 done | sort -rn | cut -d' ' -f2- >"$work/runs"
 echo "== running $(wc -l <"$work/runs") test runs, $JOBS at a time"
 xargs -P "$JOBS" -L 1 "$0" --run <<EOF2 || { echo "FAIL"; exit 1; }
-$(sed "s|\$| $work/logs|" "$work/runs")
+$(awk -v logs="$work/logs" '{ print $1, $2, $3, $4, logs, $5 }' "$work/runs")
 EOF2
 echo "PASS"
