@@ -135,9 +135,6 @@ func (c *Conn) Transports() []string {
 	return append([]string(nil), tl...)
 }
 
-// ID returns the conn's local id (as carried in frames to it).
-func (c *Conn) ID() uint64 { return c.id }
-
 func (c *Conn) opErr(op string, err error) error {
 	if err == io.EOF {
 		return io.EOF

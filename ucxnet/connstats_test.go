@@ -74,10 +74,10 @@ func TestConnStatsCounts(t *testing.T) {
 				host string
 				id   uint64
 			}{
-				{c.LocalAddr(), p.client.Name(), cc.ID()},
-				{c.RemoteAddr(), p.ln.Addr().String(), sc.ID()},
-				{s.LocalAddr(), p.ln.Addr().String(), sc.ID()},
-				{s.RemoteAddr(), p.client.Name(), cc.ID()},
+				{c.LocalAddr(), p.client.Name(), cc.id},
+				{c.RemoteAddr(), p.ln.Addr().String(), sc.id},
+				{s.LocalAddr(), p.ln.Addr().String(), sc.id},
+				{s.RemoteAddr(), p.client.Name(), cc.id},
 			} {
 				host, port, err := net.SplitHostPort(tc.a.String())
 				require.NoError(t, err, tc.a.String())
@@ -136,14 +136,14 @@ func TestTransportConns(t *testing.T) {
 				}
 				return out
 			}
-			require.ElementsMatch(t, []uint64{c1.(*Conn).ID(), c2.(*Conn).ID()}, ids(p.client))
-			require.ElementsMatch(t, []uint64{s1.(*Conn).ID(), s2.(*Conn).ID()}, ids(p.server))
-			require.Equal(t, c1.(*Conn).ID(), p.client.Conns()[0].ID, "oldest first")
+			require.ElementsMatch(t, []uint64{c1.(*Conn).id, c2.(*Conn).id}, ids(p.client))
+			require.ElementsMatch(t, []uint64{s1.(*Conn).id, s2.(*Conn).id}, ids(p.server))
+			require.Equal(t, c1.(*Conn).id, p.client.Conns()[0].ID, "oldest first")
 
 			c1.Close()
 			s1.Close()
 			require.Eventually(t, func() bool { return len(ids(p.client)) == 1 && len(ids(p.server)) == 1 }, 10*time.Second, 5*time.Millisecond)
-			require.Equal(t, []uint64{c2.(*Conn).ID()}, ids(p.client))
+			require.Equal(t, []uint64{c2.(*Conn).id}, ids(p.client))
 			c2.Close()
 			s2.Close()
 			require.Eventually(t, func() bool { return len(ids(p.client)) == 0 && len(ids(p.server)) == 0 }, 10*time.Second, 5*time.Millisecond)

@@ -26,7 +26,7 @@ const memAttacker = 888_888
 func claimConnect(t *testing.T, p *memPair, id uint64) {
 	t.Helper()
 	hello := stream.Hello{ConnID: id, EagerMax: 1 << 20, Window: 1 << 20, Name: p.ln.Addr().String(),
-		WorkerAddr: p.client.WorkerAddress()}
+		WorkerAddr: p.client.eng.Address()}
 	b, err := hello.MarshalBinary()
 	require.NoError(t, err)
 	h := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
@@ -37,7 +37,7 @@ func claimConnect(t *testing.T, p *memPair, id uint64) {
 func serverPeerFrom(t *testing.T, p *memPair) uintptr {
 	p.server.mu.RLock()
 	defer p.server.mu.RUnlock()
-	pr := p.server.peers[string(p.client.WorkerAddress())]
+	pr := p.server.peers[string(p.client.eng.Address())]
 	require.NotNil(t, pr, "the server has no peer for the client")
 	return pr.from
 }

@@ -59,7 +59,7 @@ func newRawPeer(t testing.TB, target *Transport) *rawPeer {
 	eng, err := progress.Start(progress.Config{Settings: ucxSettings(nil)}, r)
 	require.NoError(t, err)
 	r.eng = eng
-	r.ep, err = eng.Connect(target.WorkerAddress())
+	r.ep, err = eng.Connect(target.eng.Address())
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		eng.CloseEP(r.ep, true)

@@ -106,7 +106,7 @@ func TestLaneAutoSameHost(t *testing.T) {
 		return
 	}
 	require.Equal(t, reasonSharedMemory, why)
-	o, err := progress.Offer(p.client.WorkerAddress())
+	o, err := progress.Offer(p.client.eng.Address())
 	require.NoError(t, err)
 	require.True(t, o.SharedMemory && o.TCP, "%v", o.Transports)
 	require.NotEmpty(t, info.Endpoints)

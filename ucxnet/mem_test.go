@@ -89,7 +89,7 @@ func TestMemPSKUnprovenDialerKeepsPeerFrom(t *testing.T) {
 	from := func() (from uintptr, byFrom *peer, pr *peer) {
 		p.server.mu.RLock()
 		defer p.server.mu.RUnlock()
-		pr = p.server.peers[string(p.client.WorkerAddress())]
+		pr = p.server.peers[string(p.client.eng.Address())]
 		require.NotNil(t, pr, "the server has no peer for the client")
 		return pr.from, p.server.peersByFrom[pr.from], pr
 	}
@@ -99,7 +99,7 @@ func TestMemPSKUnprovenDialerKeepsPeerFrom(t *testing.T) {
 
 	const attacker = 777_777 // an endpoint the server has never heard of
 	hello := stream.Hello{ConnID: 4242, EagerMax: 1 << 20, Window: 1 << 20, Name: ln.Addr().String(),
-		WorkerAddr: p.client.WorkerAddress(), Nonce: newNonce()}
+		WorkerAddr: p.client.eng.Address(), Nonce: newNonce()}
 	b, err := hello.MarshalBinary()
 	require.NoError(t, err)
 	h := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
@@ -157,7 +157,7 @@ func TestMemInjection(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	id := c.(*Conn).ID()
+	id := c.(*Conn).id
 	for seq := range 3 {
 		h := stream.Header{Kind: stream.KindData, ConnID: id, Seq: uint64(seq), Length: 5}.Bytes()
 		p.cEng.Inject(999_999, h[:], []byte("EVIL!"))

@@ -29,7 +29,7 @@ func stalledConn(t *testing.T, ln net.Listener, victim *Transport, id uint64) ne
 	w, err := cucx.Open(settings)
 	require.NoError(t, err)
 	sp := &stalledPeer{w: w}
-	sp.ep, err = w.Connect(victim.WorkerAddress())
+	sp.ep, err = w.Connect(victim.eng.Address())
 	require.NoError(t, err)
 	addr, err := w.Address()
 	require.NoError(t, err)

@@ -222,9 +222,6 @@ func (t *Transport) Name() string { return t.name }
 // Registry returns the registry the transport publishes to and resolves in.
 func (t *Transport) Registry() registry.Registry { return t.reg }
 
-// WorkerAddress returns a copy of the packed UCX worker address.
-func (t *Transport) WorkerAddress() []byte { return append([]byte(nil), t.eng.Address()...) }
-
 // Close closes the transport's listeners, resets its conns (their peers see
 // ECONNRESET), closes its endpoints and stops UCX. Close of the default
 // transport is allowed but makes the package-level functions fail.
