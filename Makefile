@@ -37,8 +37,8 @@ vet: deps
 ## check-builds: the core module builds and vets without cgo and builds for
 ## darwin (internal/cucx's stub, which returns cucx.ErrUnsupported), and the
 ## tests that need no UCX pass without cgo: the stub's, the framing's, and
-## ucxnet's conn tests over the in-memory engine (TestMem*, nettest
-## included). Needs no UCX.
+## ucxnet's (its conn tests over the in-memory engine, nettest included, and
+## the kernel-TCP lane's; tests that need UCX skip). Needs no UCX.
 check-builds:
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) vet ./...

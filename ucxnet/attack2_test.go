@@ -82,6 +82,7 @@ func TestAttackRelabelledTransportHelper(t *testing.T) {
 // runs in its own network, IPC and PID namespaces with only lo, as the
 // attacker did.
 func TestAttackRelabelledTransport(t *testing.T) {
+	needUCX(t)
 	if testing.Short() {
 		t.Skip("spawns a child process")
 	}

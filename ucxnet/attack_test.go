@@ -95,6 +95,7 @@ func requireSurvived(t *testing.T, p *pair) {
 // entry holding one, aborted the process inside UCX. Now the address is
 // checked before UCX sees it.
 func TestAttackBadWorkerAddress(t *testing.T) {
+	needUCX(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAttackHelper$", "-test.v")
 	cmd.Env = append(os.Environ(), attackEnv+"=1", "GORACE=atexit_sleep_ms=0")
 	out, err := cmd.CombinedOutput()

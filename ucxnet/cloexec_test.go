@@ -140,6 +140,7 @@ func TestHelperExecChild(t *testing.T) {
 // its Read waited out the 30 s guard. Now the kernel closes the socket and
 // the Read fails with ECONNRESET.
 func TestExecChildHoldsNoUCXSockets(t *testing.T) {
+	needUCX(t)
 	if _, err := exec.LookPath("sleep"); err != nil {
 		t.Skip("needs sleep(1) to exec:", err)
 	}

@@ -226,6 +226,7 @@ func TestMemNetTestBusyEngines(t *testing.T) {
 // worker's backlog and queued them, 100 µs each), and round trips with the
 // live peer keep completing.
 func TestStoppedPeerDoesNotHoldBackOthers(t *testing.T) {
+	needUCX(t)
 	dir := t.TempDir()
 	mk := func(name, mode string) *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v=false")
@@ -301,9 +302,10 @@ func TestStoppedPeerDoesNotHoldBackOthers(t *testing.T) {
 // its conns bring, and dials it 8 times from a new transport with cfg
 // (and the child's registry): 8 receive windows of 4 MiB, far more than
 // any backlog bound. The transport and conns are closed, and the child
-// killed, when t ends.
+// killed, when t ends. It skips t in a build without UCX.
 func connsToDiscarder(t *testing.T, cfg Config) (*Transport, []net.Conn, *exec.Cmd) {
 	t.Helper()
+	needUCX(t)
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v=false")
 	// The child names no process in its Hellos (hideProcEnv): stopped, it
@@ -333,6 +335,7 @@ func connsToDiscarder(t *testing.T, cfg Config) (*Transport, []net.Conn, *exec.C
 // queueing a receive window per conn in C memory: over shared memory small
 // writes wait at shmSmallBacklog, over tcp every write at tcpBacklog.
 func TestWriteBacklogBounded(t *testing.T) {
+	needUCX(t)
 	// No keepalive: the stopped peer is not to be taken for dead.
 	tr, conns, stopped := connsToDiscarder(t, Config{KeepAlive: -1})
 	// The bound, plus what the writers had committed when they last

@@ -29,8 +29,14 @@ type pair struct {
 	dialer         *Dialer
 }
 
+// newPair starts a pair of transports with cfg and a listener on the
+// server; in a build without UCX it skips t unless cfg forces the kernel-TCP
+// lane.
 func newPair(t testing.TB, cfg Config) *pair {
 	t.Helper()
+	if cfg.Lane != LaneTCP {
+		needUCX(t)
+	}
 	return newPairOf(t, cfg, func(cfg Config) *Transport {
 		tr, err := NewTransport(cfg)
 		require.NoError(t, err)
@@ -330,6 +336,7 @@ func TestZeroCopyStalledPeer(t *testing.T) {
 // both ways: each side cuts frames to what the other's segments hold (a
 // larger frame would make UCX 1.13 abort the receiving process).
 func TestMixedSegmentSizes(t *testing.T) {
+	needUCX(t)
 	small := Config{Registry: registry.NewMemory(), UCX: map[string]string{"MM_SEG_SIZE": "8256", "RX_SEG_SIZE": "64k"}}
 	s, err := NewTransport(small)
 	require.NoError(t, err)

@@ -55,6 +55,7 @@ func (r *rawPeer) HandleEvents(evs []engine.Event) {
 }
 
 func newRawPeer(t testing.TB, target *Transport) *rawPeer {
+	needUCX(t)
 	r := &rawPeer{frames: make(chan rawFrame, 1024)}
 	eng, err := progress.Start(progress.Config{Settings: ucxSettings(nil)}, r)
 	require.NoError(t, err)

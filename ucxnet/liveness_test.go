@@ -25,6 +25,7 @@ import (
 // figures in docs/RELIABILITY.md come from these logs); the bound asserted
 // is a hang check, not a timing.
 func TestPeerDeathMatrix(t *testing.T) {
+	needUCX(t)
 	tlsModes := []string{os.Getenv("UCX_TLS")}
 	if os.Getenv("UCX_TLS") == "sm" {
 		tlsModes = append(tlsModes, "unset")

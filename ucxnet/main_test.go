@@ -2,7 +2,6 @@ package ucxnet
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -25,24 +24,22 @@ import (
 // else a transport may start), the runtime's and the testing package's.
 // Every transport a test creates is still checked.
 func TestMain(m *testing.M) {
-	if dt, err := DefaultTransport(); err == nil && !dt.haveUCX() {
-		// A build without UCX: the kernel-TCP lane's tests, the test of
-		// that build and the conn tests over the in-memory engine apply.
-		fmt.Fprintln(os.Stderr, "ucxnet tests: built without UCX, so only TestUnsupportedBuild, TestLane*, TestTCPLane* and TestMem* run")
-		flag.Set("test.run", "^(TestUnsupportedBuild|TestLane.*|TestTCPLane.*|TestMem.*)$")
-		goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
-		return
-	}
-	if _, err := DefaultTransport(); err != nil {
-		if errors.Is(err, ErrUnsupported) {
-			// A build without UCX: the test of that build and the conn
-			// tests over the in-memory engine apply.
-			fmt.Fprintln(os.Stderr, "ucxnet tests: built without UCX, so only TestUnsupportedBuild and TestMem* run:", err)
-			flag.Set("test.run", "^(TestUnsupportedBuild|TestMem.*)$")
-			os.Exit(m.Run())
-		}
+	// Without UCX (a build without cgo, or off Linux) the default transport
+	// runs the kernel-TCP lane alone, or fails with ErrUnsupported when
+	// UCXNET_LANE forces UCX; the tests that need UCX skip (needUCX).
+	if _, err := DefaultTransport(); err != nil && !errors.Is(err, ErrUnsupported) {
 		fmt.Fprintln(os.Stderr, "ucxnet tests: starting the default transport:", err)
 		os.Exit(1)
 	}
 	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
+}
+
+// needUCX skips t when this build runs no UCX (built without cgo, or off
+// Linux): t's conns or attacks go over UCX. The kernel-TCP lane's tests and
+// the conn tests over the in-memory engine run in every build.
+func needUCX(t testing.TB) {
+	t.Helper()
+	if !haveUCXBuild() {
+		t.Skip("needs UCX, and this build has none (built without cgo or off Linux)")
+	}
 }

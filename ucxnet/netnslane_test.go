@@ -139,6 +139,7 @@ func TestNetnsLaneClientHelper(t *testing.T) {
 // the kernel-TCP lane for its reason and pass nettest; with the UCX lane
 // forced, the same passes over UCX's tcp.
 func TestNetnsLane(t *testing.T) {
+	needUCX(t)
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("needs unshare (util-linux): ", err)
 	}

@@ -137,6 +137,7 @@ func TestCrossProcess(t *testing.T) {
 // ECONNRESET within seconds, other conns keep working, and a new dial to
 // the dead name is refused at once.
 func TestPeerDeath(t *testing.T) {
+	needUCX(t)
 	dir := t.TempDir()
 	child := startChild(t, dir, "victim")
 	startChild(t, dir, "survivor")

@@ -92,6 +92,9 @@ func TestProcStoppedRules(t *testing.T) {
 func TestStoppedPeerKept(t *testing.T) {
 	for _, lane := range []string{LaneUCX, LaneTCP} {
 		t.Run(lane, func(t *testing.T) {
+			if lane == LaneUCX {
+				needUCX(t)
+			}
 			if lane == LaneTCP && !tcpEnabled(os.Getenv("UCX_TLS")) {
 				t.Skipf("UCX_TLS=%q: a listener opens no TCP port", os.Getenv("UCX_TLS"))
 			}

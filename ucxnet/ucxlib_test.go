@@ -39,6 +39,7 @@ func TestUCXLibraryWarning(t *testing.T) {
 // UCX release it runs, without touching the application's Meta map; a dial
 // that fails against another release names both.
 func TestListenerPublishesUCXRelease(t *testing.T) {
+	needUCX(t)
 	reg := registry.NewMemory()
 	tr, err := NewTransport(Config{Registry: reg})
 	require.NoError(t, err)
