@@ -107,7 +107,7 @@ func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent 
 		if c.t.eng.BufferedTo(ep) > 0 {
 			return nil
 		}
-		sent, pending, free, err = c.t.eng.TrySendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, p, frame)
+		sent, pending, free, err = c.t.eng.TrySendFrames(ep, hb[:], stream.SeqOffset, stream.LengthOffset, c.seq, p, frame)
 		return err
 	})
 	if free || err != nil {
@@ -231,7 +231,7 @@ func (t *Transport) sendOut(s engine.Sender, c *Conn, closing bool) {
 	o.mu.Unlock()
 	if !closing {
 		p := c.peer
-		sent, pending, err := s.SendFrames(p.ep, hdr[:], seqOffset, lenOffset, seq, buf, len(buf))
+		sent, pending, err := s.SendFrames(p.ep, hdr[:], stream.SeqOffset, stream.LengthOffset, seq, buf, len(buf))
 		if pending {
 			p.unflushed.Add(int64(sent))
 		}

@@ -125,7 +125,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		default:
 			err = c.peer.use(func(ep engine.EP) (err error) {
 				var pending bool
-				sent, pending, err = c.t.eng.SendFrames(ep, hb[:], seqOffset, lenOffset, c.seq, p, frame)
+				sent, pending, err = c.t.eng.SendFrames(ep, hb[:], stream.SeqOffset, stream.LengthOffset, c.seq, p, frame)
 				if pending {
 					// UCX holds copies it could not send yet: count them
 					// against the peer's bound (sends done inline cost
@@ -262,7 +262,7 @@ func (c *Conn) sendZeroCopy(hdr, p []byte, frame int) (sent int, err error) {
 	token, done := c.t.newOp()
 	var wait bool
 	err = c.peer.use(func(ep engine.EP) (err error) {
-		sent, wait, err = c.t.eng.SendFramesZC(ep, hdr, seqOffset, lenOffset, c.seq, p, frame, token)
+		sent, wait, err = c.t.eng.SendFramesZC(ep, hdr, stream.SeqOffset, stream.LengthOffset, c.seq, p, frame, token)
 		return err
 	})
 	if !wait {
@@ -321,9 +321,3 @@ func (c *Conn) waitZeroCopy(done <-chan error) error {
 		}
 	}
 }
-
-// Header offsets that SendFrames patches per frame (see stream.Header).
-const (
-	lenOffset = 4
-	seqOffset = 16
-)

@@ -10,6 +10,14 @@ import (
 // HeaderLen is the size in bytes of an encoded Header (the AM user header).
 const HeaderLen = 32
 
+// Offsets in an encoded Header of the fields that differ between the frames
+// of one write: the payload length (4 bytes) and the sequence number (8
+// bytes), both little endian. Engines patch them per frame.
+const (
+	LengthOffset = 4
+	SeqOffset    = 16
+)
+
 // Version is the wire protocol version written into every header.
 const Version = 1
 
@@ -198,9 +206,9 @@ func (h *Header) Encode(b []byte) {
 	b[0] = Version
 	b[1] = byte(h.Kind)
 	binary.LittleEndian.PutUint16(b[2:4], h.Flags)
-	binary.LittleEndian.PutUint32(b[4:8], h.Length)
+	binary.LittleEndian.PutUint32(b[LengthOffset:LengthOffset+4], h.Length)
 	binary.LittleEndian.PutUint64(b[8:16], h.ConnID)
-	binary.LittleEndian.PutUint64(b[16:24], h.Seq)
+	binary.LittleEndian.PutUint64(b[SeqOffset:SeqOffset+8], h.Seq)
 	binary.LittleEndian.PutUint64(b[24:32], h.Aux)
 }
 
@@ -229,9 +237,9 @@ func DecodeHeader(b []byte) (Header, error) {
 	return Header{
 		Kind:   k,
 		Flags:  binary.LittleEndian.Uint16(b[2:4]),
-		Length: binary.LittleEndian.Uint32(b[4:8]),
+		Length: binary.LittleEndian.Uint32(b[LengthOffset : LengthOffset+4]),
 		ConnID: binary.LittleEndian.Uint64(b[8:16]),
-		Seq:    binary.LittleEndian.Uint64(b[16:24]),
+		Seq:    binary.LittleEndian.Uint64(b[SeqOffset : SeqOffset+8]),
 		Aux:    binary.LittleEndian.Uint64(b[24:32]),
 	}, nil
 }
