@@ -433,7 +433,7 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 		t.stats.pingsSent.Add(1)
 		// Aux names our end of the conn, for a peer that no longer
 		// knows its own (strayFrame).
-		_ = t.sendCtl(pr.p, stream.Header{Kind: stream.KindPing, ConnID: pr.c.remoteIDLocked(), Aux: pr.c.id})
+		_ = t.sendCtl(pr.p, stream.Header{Kind: stream.KindPing, ConnID: pr.c.loadRemoteID(), Aux: pr.c.id})
 	}
 	for _, p := range dead {
 		if t.keepStopped(p, now.UnixNano()) {
@@ -457,15 +457,16 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 // their answer). t.mu is held.
 func pingConn(p *peer) *Conn {
 	for _, c := range p.conns {
-		if c.keepAlive > 0 && c.remoteIDLocked() != 0 {
+		if c.keepAlive > 0 && c.loadRemoteID() != 0 {
 			return c
 		}
 	}
 	return nil
 }
 
-// remoteIDLocked returns c.remoteID under c.mu.
-func (c *Conn) remoteIDLocked() uint64 {
+// loadRemoteID returns c.remoteID, taking c.mu: the caller must not hold
+// c.mu (it may hold t.mu, which comes first).
+func (c *Conn) loadRemoteID() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.remoteID

@@ -112,7 +112,7 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 		// A keepalive probe: answer it (the answer's arrival is all the
 		// prober needs). Answers are not answered.
 		if h.Flags&stream.FlagReply == 0 {
-			if id := c.remoteIDLocked(); id != 0 {
+			if id := c.loadRemoteID(); id != 0 {
 				_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: id, Aux: h.Aux})
 			}
 		} else if c.peer != nil {
