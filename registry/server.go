@@ -32,7 +32,7 @@ const (
 	// DefaultMaxEntries bounds the number of live entries a Server holds.
 	DefaultMaxEntries = 100000
 	// DefaultMaxBytes bounds the memory the entries of a Server take, as
-	// counted by entryCost: 64 MiB.
+	// ServerConfig.MaxBytes counts it: 64 MiB.
 	DefaultMaxBytes = 64 << 20
 	// MaxRequestBody is the largest request body a Server reads: room for
 	// the largest valid entry (MaxAddressLen in base64, MaxMetaBytes of
@@ -42,8 +42,8 @@ const (
 	// of entries in one page of a listing (?limit=N).
 	DefaultPageLimit = 500
 	MaxPageLimit     = 1000
-	// MaxPageBytes bounds the entries of one listing page, as counted by
-	// entryCost: a page ends early, after at least one entry, rather than
+	// MaxPageBytes bounds the entries of one listing page, counted as
+	// ServerConfig.MaxBytes counts them: a page ends early, after at least one entry, rather than
 	// exceed it.
 	MaxPageBytes = 1 << 20
 )
@@ -80,8 +80,10 @@ type ServerConfig struct {
 	// MaxEntries bounds the live entries (default DefaultMaxEntries); a PUT
 	// beyond it gets 503.
 	MaxEntries int
-	// MaxBytes bounds the memory of the live entries as entryCost counts
-	// it (default DefaultMaxBytes); a PUT beyond it gets 507.
+	// MaxBytes bounds the memory of the live entries (default
+	// DefaultMaxBytes); a PUT beyond it gets 507. An entry counts as its
+	// strings and address plus 256 bytes, and 48 bytes per meta key (about
+	// 3/4 of its size in JSON).
 	MaxBytes int64
 }
 

@@ -51,8 +51,8 @@ type Config struct {
 	EagerMax int
 	// Window is the per-conn receive window: how many bytes a peer may send
 	// that the application has not read yet. Default 4 MiB, at most
-	// 256 MiB (stream.MaxWindow). Until Accept takes an accepted conn, it
-	// advertises at most 256 KiB.
+	// 256 MiB. Until Accept takes an accepted conn, it advertises at most
+	// 256 KiB.
 	Window int
 	// Backlog bounds the conns a listener holds before Accept takes them;
 	// dials beyond it are refused. Default 512.
@@ -84,7 +84,7 @@ type Config struct {
 	// receive segments hold, which its handshake says). Zero picks one per
 	// peer from the UCX transports in use, so that a frame fits one
 	// receive segment: 32 KiB over shared memory, 1 MiB over TCP, 63 KiB
-	// over RDMA (see segments.go). $UCXNET_FRAME_SIZE sets it too.
+	// over RDMA. $UCXNET_FRAME_SIZE sets it too.
 	FrameSize int
 	// Linger bounds how long Close waits for UCX to hand the conn's last
 	// frames to the transport (like SO_LINGER), so that a process that

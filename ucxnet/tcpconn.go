@@ -64,7 +64,7 @@ type LaneStats struct {
 	// (or cut short by the dialer).
 	Timeouts uint64
 	// OverCap counts TCP conns closed at once because the listener
-	// already had maxPendingTCP conns in their preamble.
+	// already had 64 conns in their preamble.
 	OverCap uint64
 }
 

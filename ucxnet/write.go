@@ -26,14 +26,14 @@ func (c *Conn) sendWindow(limit uint64) {
 // ZeroCopyMin bytes or more) sent straight from b, pinned until UCX reports
 // it sent, or (a small write that finds the engine busy or backed up)
 // copied into the conn's open frame, which the transport sends within
-// microseconds, coalesced with the writes that follow (see coalesce.go):
-// b may be reused at once. On an error, n says how many bytes were
-// committed (on a reset conn, at least that many may have reached the
-// peer). Write blocks while the peer's receive window is full, and while
-// UCX holds more than it could send to the peer (a full shared-memory FIFO
-// or socket: see shmSmallBacklog, tcpBacklog and peerBufferMax), as a write to a full
-// socket buffer does; the deadline is checked before each part is
-// committed.
+// microseconds, coalesced with the writes that follow: b may be reused at
+// once. On an error, n says how many bytes were committed (on a reset
+// conn, at least that many may have reached the peer). Write blocks while
+// the peer's receive window is full, and while UCX holds more than it could
+// send to the peer (its shared-memory FIFO or socket full: 1 MiB of small
+// writes over shared memory, 8 MiB over TCP, or 32 MiB to all peers), as a
+// write to a full socket buffer does; the deadline is checked before each
+// part is committed.
 func (c *Conn) Write(b []byte) (int, error) {
 	if c.lane != nil {
 		return c.lane.write(c, b)
