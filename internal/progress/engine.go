@@ -11,8 +11,8 @@
 // at all after a wake that came long after it fell asleep: requests spaced
 // in time); when quiet it arms the worker and sleeps in poll(2) on the
 // worker's event fd, so an idle process burns no CPU. Submitters wake it with
-// ucp_worker_signal only when it is asleep and UCX holds work that only
-// progress advances; a send UCX finished needs no engine pass.
+// ucp_worker_signal only when it is asleep and, between requests spaced in
+// time, only when UCX holds work that only progress advances (sent).
 package progress
 
 import (
@@ -631,10 +631,16 @@ func (e *Engine) loop() {
 		e.wakeups.Add(1)
 		bs.woke()
 		woke := time.Now()
+		if !ready {
+			// The backstop: no activity, nothing to spin for.
+			sporadic = true
+			e.quiet.Store(true)
+			continue
+		}
 		// Traffic that came soon after the last activity (last) is a
 		// conversation: spin after it, as after any activity, so that the
 		// next frame finds the engine awake. Traffic after a longer quiet
-		// spell (sporadicGap), or a timeout, is requests spaced in time:
+		// spell (sporadicGap) is requests spaced in time:
 		// handle what came, then sleep again at once. A spin after those
 		// buys nothing (the next request comes later than any spin) and
 		// takes a CPU from the reader and the peer: on 2 vCPUs a 64 B
@@ -643,7 +649,7 @@ func (e *Engine) loop() {
 		// from the start of the sleep: round trips slowed by a sleep
 		// (~70 µs) must still count as a conversation, or a ping-pong that
 		// once slept would never spin again.
-		sporadic = !ready || woke.Sub(last) >= sporadicGap(e.cfg.Spin)
+		sporadic = woke.Sub(last) >= sporadicGap(e.cfg.Spin)
 		e.quiet.Store(sporadic)
 		last = woke
 	}
