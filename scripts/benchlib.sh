@@ -12,3 +12,9 @@ if [ -z "${BIN:-}" ]; then
 	BIN=$OUT/ucxnet
 	(cd "$ROOT" && go build -o "$BIN" ./cmd/ucxnet)
 fi
+
+# bench_order ROUND: the transports in the order a round runs them: ucx
+# first in odd rounds, tcp first in even ones.
+bench_order() {
+	if [ $(($1 % 2)) = 1 ]; then echo ucx,tcp; else echo tcp,ucx; fi
+}

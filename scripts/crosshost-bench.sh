@@ -3,13 +3,14 @@
 #
 # Two hosts: network, IPC and UTS namespaces, each with its own /dev/shm,
 # joined by a veth pair; UCX_TLS unset (UCX picks tcp over the veth); one
-# shared directory registry. Host S runs "ucxnet bench --serve"; host C runs
-# ROUNDS rounds of "ucxnet bench --remote", each round once with the UCX
-# lane forced (UCXNET_LANE=ucx: UCX's tcp over the veth) and once with the
-# lane ucxnet picks (the kernel-TCP lane), both with Go TCP across the same
-# veth in the same run. It prints a Markdown table of medians with the
-# lowest and highest per-run ratio (scripts/benchsummary.py) and keeps the
-# JSON reports in OUT.
+# shared directory registry. Host S runs "ucxnet bench --serve"; host C
+# runs ROUNDS rounds of "ucxnet bench --remote", each round once with the
+# UCX lane forced (UCXNET_LANE=ucx: UCX's tcp over the veth) and once with
+# the lane ucxnet picks (the kernel-TCP lane), both with Go TCP across the
+# same veth in the same run (ucx first in odd rounds, Go TCP first in even
+# ones). It prints a Markdown table of medians with the lowest and highest
+# per-run ratio (scripts/benchsummary.py) and keeps the JSON reports and
+# each run's load average in OUT.
 #
 # Needs root, iproute2, util-linux's unshare and python3. Settings: see
 # benchlib.sh.
@@ -86,9 +87,10 @@ until grep -q '^ready ' "$OUT/serve.out" 2>/dev/null; do
 done
 
 for r in $(seq "$ROUNDS"); do
+	order=$(bench_order "$r")
 	for lane in ucx auto; do
 		echo "round $r lane $lane: $(uptime)" | tee -a "$OUT/load.txt" >&2
-		(host "$NS_C" "$VC" env UCXNET_LANE=$lane "$BIN" bench --remote xbench \
+		(host "$NS_C" "$VC" env UCXNET_LANE=$lane "$BIN" bench --remote xbench --transports "$order" \
 			--duration "$DURATION" --sizes "$SIZES" --json) >"$OUT/r$r-lane-$lane.json" 2>"$OUT/r$r-lane-$lane.err" ||
 			{ cat "$OUT/r$r-lane-$lane.err" >&2; exit 1; }
 	done
