@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -222,6 +223,10 @@ func TestMemConnectOneAddressPerSender(t *testing.T) {
 // 600 CONNECTs from 600 endpoints, each naming another worker, made 600
 // endpoints; now at most connectBurst and connectRate a second.
 func TestMemConnectRateBounded(t *testing.T) {
+	synctest.Test(t, testMemConnectRateBounded)
+}
+
+func testMemConnectRateBounded(t *testing.T) {
 	p := newMemPair(t, Config{})
 	acceptAll(t, p.ln)
 	const n = 600

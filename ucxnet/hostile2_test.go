@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -47,6 +48,10 @@ func serverPeerFrom(t *testing.T, p *memPair) uintptr {
 // the claimer's endpoint; the real peer's answers no longer counted, and
 // its idle conn was reset by keepalive after 1.6-1.8 s.
 func TestMemClaimedAddressKeepsPeer(t *testing.T) {
+	synctest.Test(t, testMemClaimedAddressKeepsPeer)
+}
+
+func testMemClaimedAddressKeepsPeer(t *testing.T) {
 	p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
 	c, s := p.conns(t)
 	defer c.Close()
@@ -71,6 +76,10 @@ func TestMemClaimedAddressKeepsPeer(t *testing.T) {
 // peer "alive": a Read waited out its deadline instead of failing by
 // keepalive.
 func TestMemClaimedPeerNotKeptAlive(t *testing.T) {
+	synctest.Test(t, testMemClaimedPeerNotKeptAlive)
+}
+
+func testMemClaimedPeerNotKeptAlive(t *testing.T) {
 	p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
 	c, s := p.conns(t)
 	defer c.Close()
@@ -113,6 +122,10 @@ func TestMemClaimedPeerNotKeptAlive(t *testing.T) {
 // PINGs are answered within a budget; the rest are dropped and counted,
 // and the peer's keepalive still works.
 func TestMemPingFloodBounded(t *testing.T) {
+	synctest.Test(t, testMemPingFloodBounded)
+}
+
+func testMemPingFloodBounded(t *testing.T) {
 	p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
 	c, s := p.conns(t)
 	defer c.Close()

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -44,8 +45,15 @@ func newMemTransport(t testing.TB, n *memengine.Network, cfg Config) (*Transport
 	return tr, me
 }
 
+// newMemPair starts a pair over a new in-memory network. Its transports
+// serve no stats socket unless cfg names a directory: with none, they
+// start no goroutine that waits on a file descriptor, so a test can run
+// them in a synctest bubble.
 func newMemPair(t testing.TB, cfg Config) *memPair {
 	t.Helper()
+	if cfg.StatsDir == "" {
+		cfg.StatsDir = StatsOff
+	}
 	mp := &memPair{net: memengine.NewNetwork()}
 	var engs []*memengine.Engine
 	mp.pair = newPairOf(t, cfg, func(cfg Config) *Transport {
@@ -235,6 +243,10 @@ func TestMemPeerKilled(t *testing.T) {
 // A peer that goes silent without its endpoint failing (a frozen process,
 // a zombie over shared memory) is taken for dead by the keepalive.
 func TestMemKeepAliveSilentPeer(t *testing.T) {
+	synctest.Test(t, testMemKeepAliveSilentPeer)
+}
+
+func testMemKeepAliveSilentPeer(t *testing.T) {
 	p := newMemPair(t, Config{KeepAlive: 600 * time.Millisecond})
 	c, s := p.conns(t)
 	defer c.Close()
@@ -262,6 +274,10 @@ func TestMemKeepAliveSilentPeer(t *testing.T) {
 // no longer knows (it crossed the conn's close) still counts: a live peer
 // is not taken for dead. Here every PING is addressed to an unknown conn.
 func TestMemKeepAliveStrayPings(t *testing.T) {
+	synctest.Test(t, testMemKeepAliveStrayPings)
+}
+
+func testMemKeepAliveStrayPings(t *testing.T) {
 	p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
 	c, s := p.conns(t)
 	defer c.Close()
@@ -293,6 +309,10 @@ func TestMemKeepAliveStrayPings(t *testing.T) {
 // A dial that gets no answer at all fails with ECONNREFUSED after
 // KeepAlive, not after the whole dial timeout.
 func TestMemDialNoAnswer(t *testing.T) {
+	synctest.Test(t, testMemDialNoAnswer)
+}
+
+func testMemDialNoAnswer(t *testing.T) {
 	p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
 	p.net.SetHook(func(f *memengine.Frame) memengine.Action {
 		if h, err := stream.DecodeHeader(f.Header); err == nil && h.Kind == stream.KindConnect {
@@ -403,27 +423,31 @@ func TestMemDialerKeepAlive(t *testing.T) {
 		})
 	}
 	t.Run("on", func(t *testing.T) {
-		p := newMemPair(t, Config{KeepAlive: -1})
-		p.dialer.KeepAlive = 600 * time.Millisecond
-		c, s := p.conns(t)
-		defer c.Close()
-		defer s.Close()
-		dropServer(p)
-		_, err := c.Read(make([]byte, 1))
-		require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
-		require.ErrorContains(t, err, "keepalive")
+		synctest.Test(t, func(t *testing.T) {
+			p := newMemPair(t, Config{KeepAlive: -1})
+			p.dialer.KeepAlive = 600 * time.Millisecond
+			c, s := p.conns(t)
+			defer c.Close()
+			defer s.Close()
+			dropServer(p)
+			_, err := c.Read(make([]byte, 1))
+			require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
+			require.ErrorContains(t, err, "keepalive")
+		})
 	})
 	t.Run("off", func(t *testing.T) {
-		p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
-		p.dialer.KeepAlive = -1
-		c, s := p.conns(t)
-		defer c.Close()
-		defer s.Close()
-		dropServer(p)
-		c.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
-		_, err := c.Read(make([]byte, 1))
-		require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the conn's keepalive is off: only the deadline ends this Read")
-		require.Zero(t, p.client.Stats().KeepAliveFailures)
+		synctest.Test(t, func(t *testing.T) {
+			p := newMemPair(t, Config{KeepAlive: 300 * time.Millisecond})
+			p.dialer.KeepAlive = -1
+			c, s := p.conns(t)
+			defer c.Close()
+			defer s.Close()
+			dropServer(p)
+			c.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
+			_, err := c.Read(make([]byte, 1))
+			require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the conn's keepalive is off: only the deadline ends this Read")
+			require.Zero(t, p.client.Stats().KeepAliveFailures)
+		})
 	})
 }
 
