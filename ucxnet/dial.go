@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/ucxnet/ucxnet/registry"
 )
 
 // DefaultDialTimeout bounds a dial whose Dialer has no Timeout and whose
@@ -92,18 +94,26 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t.stats.dials.Add(1)
-
-	e, err := t.resolve(ctx, address)
+	c, err := d.dialName(ctx, t, address, psk)
 	if err != nil {
 		return nil, opErr(err)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, opErr(err)
+	return c, nil
+}
+
+// dialName resolves address and dials its listener on the lane t picks
+// for it: kernel TCP where UCX would only have tcp.
+func (d *Dialer) dialName(ctx context.Context, t *Transport, address string, psk []byte) (*Conn, error) {
+	e, err := t.resolve(ctx, address)
+	if err != nil {
+		return nil, err
 	}
-	// The lane (lane.go): kernel TCP where UCX would only have tcp.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	lane, eps := t.laneFor(e)
 	if lane.err != nil {
-		return nil, opErr(lane.err)
+		return nil, lane.err
 	}
 	t.logEvent(slog.LevelDebug, "ucxnet: dial", "to", e.Name, "lane", lane.lane, "reason", lane.reason)
 	if lane.lane == LaneTCP {
@@ -111,35 +121,42 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		if d.KeepAlive != 0 {
 			ka = d.KeepAlive
 		}
-		c, err := t.dialTCP(ctx, e, eps, psk, Addr{Name: e.Name}, lane.reason, ka)
-		if err != nil {
-			return nil, opErr(err)
-		}
-		return c, nil
+		return t.dialTCP(ctx, e, eps, psk, Addr{Name: e.Name}, lane.reason, ka)
 	}
+	return d.dialUCX(ctx, t, e, lane.reason, psk)
+}
+
+// dialUCX dials e's listener over UCX: it attaches a new conn to e's
+// worker, sends CONNECT and waits for the answer.
+func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, why string, psk []byte) (*Conn, error) {
 	c := newConn(t, nil, Addr{}, Addr{Name: e.Name}, t.cfg.Window)
-	c.laneWhy = lane.reason
+	c.laneWhy = why
 	if d.KeepAlive != 0 {
 		c.keepAlive = d.KeepAlive
 	}
 	c.auth = newDialAuth(psk, e.Name)
 	if why := t.releaseClash(e); why != "" {
-		return nil, opErr(withDetail(ErrRefused, "%s", why))
+		return nil, withDetail(ErrRefused, "%s", why)
 	}
 	if err := t.attach(e.Address, c, true); err != nil {
 		if err == ErrTransportClosed {
-			return nil, opErr(err)
+			return nil, err
 		}
-		return nil, opErr(withDetail(ErrRefused, "%v%s", err, releasePair(e)))
+		return nil, withDetail(ErrRefused, "%v%s", err, releasePair(e))
 	}
 	if err := t.sendConnect(c, e.Name); err != nil {
 		c.fail(err)
-		return nil, opErr(withDetail(ErrRefused, "sending CONNECT: %v", err))
+		return nil, withDetail(ErrRefused, "sending CONNECT: %v", err)
 	}
-	// A listener's engine answers at once, whatever its application does:
-	// no answer within twice KeepAlive (time for UCX to wire up a first
-	// endpoint too) means its process is gone (a killed process over
-	// shared memory can look alive to UCX).
+	return c.awaitAnswer(ctx, e)
+}
+
+// awaitAnswer waits for the answer to c's CONNECT to e's listener. A
+// listener's engine answers at once, whatever its application does: no
+// answer within twice KeepAlive (time for UCX to wire up a first endpoint
+// too) means its process is gone (a killed process over shared memory can
+// look alive to UCX).
+func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error) {
 	var noAnswer <-chan time.Time
 	if ka := c.keepAlive; ka > 0 {
 		timer := time.NewTimer(2 * ka)
@@ -153,44 +170,47 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 		derr := c.dErr
 		c.mu.Unlock()
 		if derr != nil {
-			return nil, opErr(derr)
+			return nil, derr
 		}
 		return c, nil
 	case <-ctx.Done():
 		giveUp = ctx.Err()
 	case <-noAnswer:
 		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, 2*c.keepAlive, releasePair(e))
-	case <-t.closing:
+	case <-c.t.closing:
 		c.fail(ErrTransportClosed)
-		return nil, opErr(ErrTransportClosed)
+		return nil, ErrTransportClosed
 	}
-	{
-		c.mu.Lock()
-		select {
-		case <-c.dialDone: // answered meanwhile
-			derr := c.dErr
-			c.mu.Unlock()
-			if derr == nil {
-				c.Close()
-			}
-		default:
-			c.state = stateAbandoned
-			c.mu.Unlock()
-			// The answer, if any, is reset when it comes; don't keep the
-			// conn waiting for it forever.
-			time.AfterFunc(abandonedTTL, func() {
-				c.mu.Lock()
-				stale := c.state == stateAbandoned
-				if stale {
-					c.state = stateDone
-				}
-				c.mu.Unlock()
-				if stale {
-					t.removeConn(c)
-				}
-			})
+	c.abandonDial()
+	return nil, giveUp
+}
+
+// abandonDial gives up on c's dial: a conn answered meanwhile is closed;
+// else c is abandoned, its answer, if one comes, reset, and c removed after
+// abandonedTTL rather than kept waiting for it forever.
+func (c *Conn) abandonDial() {
+	c.mu.Lock()
+	select {
+	case <-c.dialDone: // answered meanwhile
+		derr := c.dErr
+		c.mu.Unlock()
+		if derr == nil {
+			c.Close()
 		}
-		return nil, opErr(giveUp)
+	default:
+		c.state = stateAbandoned
+		c.mu.Unlock()
+		time.AfterFunc(abandonedTTL, func() {
+			c.mu.Lock()
+			stale := c.state == stateAbandoned
+			if stale {
+				c.state = stateDone
+			}
+			c.mu.Unlock()
+			if stale {
+				c.t.removeConn(c)
+			}
+		})
 	}
 }
 
