@@ -43,58 +43,15 @@ func (c *Conn) Write(b []byte) (int, error) {
 	n := 0
 	c.mu.Lock()
 	for {
-		if c.closed {
-			c.mu.Unlock()
-			return n, c.opErr("write", net.ErrClosed)
-		}
-		if err := c.out.takeErr(); err != nil && c.werr == nil {
-			c.mu.Unlock()
-			c.sendFailed(err) // a queued frame was lost: the stream has a gap
-			c.mu.Lock()
-			continue
-		}
-		if c.werr != nil {
-			err := c.werr
-			c.mu.Unlock()
-			return n, c.opErr("write", err)
-		}
-		if c.wshut {
-			c.mu.Unlock()
-			return n, c.opErr("write", ErrWriteAfterShutdown)
-		}
-		dl := c.writeDeadline.wait()
-		if isClosedChan(dl) {
-			c.mu.Unlock()
-			return n, c.opErr("write", os.ErrDeadlineExceeded)
-		}
-		if n == len(b) {
-			c.mu.Unlock()
-			return n, nil
-		}
-		avail := c.swin.Available()
-		if avail == 0 {
-			cond := c.wcond
-			c.wwait++
-			c.mu.Unlock()
-			select {
-			case <-cond:
-			case <-dl:
-			case <-c.closedCh:
-			}
-			c.mu.Lock()
-			c.wwait--
-			continue
-		}
-		chunk := min(avail, len(b)-n)
+		chunk, dl, err := c.writeReady(n, len(b))
 		c.mu.Unlock()
-
+		if err != nil || chunk == 0 {
+			return n, err
+		}
 		sp := c.peer.path(c.t)
 		frame := min(c.frame, sp.frame, c.peerSegs.limit(sp.kind))
 		small := chunk <= min(frame, coalesceMax)/2
-		if c.peer.unflushed.Load() >= peerBufferMax/4 && c.t.eng.Buffered() >= peerBufferMax ||
-			small && sp.kind == pathSharedMemory && c.backlog() >= shmSmallBacklog ||
-			sp.kind == pathTCP && c.backlog() >= tcpBacklog ||
-			c.t.eng.Buffered() >= processBacklog && c.backlog() > 0 {
+		if c.backedUp(sp, small) {
 			if err := c.drainPeer(dl); err != nil {
 				if err == os.ErrDeadlineExceeded || err == net.ErrClosed {
 					return n, c.opErr("write", err)
@@ -106,36 +63,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 				continue
 			}
 		}
-
-		h := stream.Header{Kind: stream.KindData, ConnID: c.remoteID}
-		hb := h.Bytes()
-		var sent int
-		var err error
-		p := b[n : n+chunk]
-		switch {
-		case sp.zeroCopy && chunk >= ZeroCopyMin:
-			sent, err = c.sendZeroCopy(hb[:], p, frame)
-			c.framesSent(sent, frame)
-		case small:
-			var done bool
-			if sent, done, err = c.writeSmall(hb, p, frame); done {
-				break
-			}
-			fallthrough
-		default:
-			err = c.peer.use(func(ep engine.EP) (err error) {
-				var pending bool
-				sent, pending, err = c.t.eng.SendFrames(ep, hb[:], stream.SeqOffset, stream.LengthOffset, c.seq, p, frame)
-				if pending {
-					// UCX holds copies it could not send yet: count them
-					// against the peer's bound (sends done inline cost
-					// nothing there).
-					c.peer.unflushed.Add(int64(sent))
-				}
-				return err
-			})
-			c.framesSent(sent, frame)
-		}
+		sent, err := c.sendChunk(sp, frame, small, b[n:n+chunk])
 		c.t.stats.bytesOut.Add(uint64(sent))
 		c.cnt.bytesOut.Add(uint64(sent))
 		n += sent
@@ -148,6 +76,105 @@ func (c *Conn) Write(b []byte) (int, error) {
 			c.mu.Lock()
 		}
 	}
+}
+
+// writeReady waits until a write of total bytes, n of them committed, may
+// send more: it returns the part of the rest that the peer's receive window
+// allows, and the write deadline's channel. It returns 0 and a nil error
+// once n is total, and the error the write returns once it cannot go on
+// (conn closed or failed, write side shut, deadline passed). Called, and
+// returns, with c.mu held.
+func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error) {
+	for {
+		if c.closed {
+			return 0, nil, c.opErr("write", net.ErrClosed)
+		}
+		if err := c.out.takeErr(); err != nil && c.werr == nil {
+			c.mu.Unlock()
+			c.sendFailed(err) // a queued frame was lost: the stream has a gap
+			c.mu.Lock()
+			continue
+		}
+		if c.werr != nil {
+			return 0, nil, c.opErr("write", c.werr)
+		}
+		if c.wshut {
+			return 0, nil, c.opErr("write", ErrWriteAfterShutdown)
+		}
+		dl := c.writeDeadline.wait()
+		if isClosedChan(dl) {
+			return 0, nil, c.opErr("write", os.ErrDeadlineExceeded)
+		}
+		if n == total {
+			return 0, dl, nil
+		}
+		avail := c.swin.Available()
+		if avail > 0 {
+			return min(avail, total-n), dl, nil
+		}
+		cond := c.wcond
+		c.wwait++
+		c.mu.Unlock()
+		select {
+		case <-cond:
+		case <-dl:
+		case <-c.closedCh:
+		}
+		c.mu.Lock()
+		c.wwait--
+	}
+}
+
+// backedUp reports whether UCX holds so much that a write of a chunk
+// (small: a coalescing candidate) to c's peer over sp must first wait for
+// sends to the peer to drain. Any one of these rules holds it back:
+//   - the engine holds peerBufferMax, and the peer a quarter of it
+//     unflushed;
+//   - over shared memory, a small write, with shmSmallBacklog held for the
+//     peer;
+//   - over tcp, tcpBacklog held for the peer;
+//   - the engine holds processBacklog, some of it for the peer.
+func (c *Conn) backedUp(sp sendPath, small bool) bool {
+	switch {
+	case c.peer.unflushed.Load() >= peerBufferMax/4 && c.t.eng.Buffered() >= peerBufferMax:
+		return true
+	case small && sp.kind == pathSharedMemory && c.backlog() >= shmSmallBacklog:
+		return true
+	case sp.kind == pathTCP && c.backlog() >= tcpBacklog:
+		return true
+	}
+	return c.t.eng.Buffered() >= processBacklog && c.backlog() > 0
+}
+
+// sendChunk sends p, a part of a write that the window allows, as DATA
+// frames of at most frame bytes: zero-copy, into the conn's open frame
+// (small), or copied by UCX. It returns the bytes committed. Called with
+// c.wmu held.
+func (c *Conn) sendChunk(sp sendPath, frame int, small bool, p []byte) (sent int, err error) {
+	hb := stream.Header{Kind: stream.KindData, ConnID: c.remoteID}.Bytes()
+	switch {
+	case sp.zeroCopy && len(p) >= ZeroCopyMin:
+		sent, err = c.sendZeroCopy(hb[:], p, frame)
+		c.framesSent(sent, frame)
+		return sent, err
+	case small:
+		if sent, done, err := c.writeSmall(hb, p, frame); done {
+			return sent, err
+		}
+	}
+	err = c.peer.use(func(ep engine.EP) (err error) {
+		var pending bool
+		sent, pending, err = c.t.eng.SendFrames(ep, hb[:], stream.SeqOffset, stream.LengthOffset, c.seq, p, frame)
+		if pending {
+			// UCX holds copies it could not send yet: count them
+			// against the peer's bound (sends done inline cost
+			// nothing there).
+			c.peer.unflushed.Add(int64(sent))
+		}
+		return err
+	})
+	c.framesSent(sent, frame)
+	return sent, err
 }
 
 // sendFailed resets c after a send of its data failed on this side (UCX
