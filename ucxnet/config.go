@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -211,4 +212,60 @@ func EffectiveUCXDefaults() map[string]string {
 		m["UCX_"+name] = s.Value
 	}
 	return m
+}
+
+// withDefaults returns cfg with its zero fields set to the defaults (or
+// the environment's values) and its bounds applied, as a Transport runs it.
+func (cfg Config) withDefaults() Config {
+	if cfg.EagerMax <= 0 {
+		cfg.EagerMax = DefaultEagerMax
+	}
+	if cfg.EagerMax > stream.MaxPayload {
+		cfg.EagerMax = stream.MaxPayload
+	}
+	cfg.EagerMax = max(cfg.EagerMax, minPeerFrame)
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.Window > stream.MaxWindow {
+		cfg.Window = stream.MaxWindow
+	}
+	if cfg.Backlog <= 0 {
+		cfg.Backlog = DefaultBacklog
+	}
+	if cfg.Spin == 0 {
+		cfg.Spin = envDuration("UCXNET_SPIN", DefaultSpin)
+	}
+	if cfg.SpinMax == 0 {
+		cfg.SpinMax = envDuration("UCXNET_SPIN_MAX", DefaultSpinMax)
+	}
+	if cfg.Spin <= 0 {
+		cfg.Spin, cfg.SpinMax = 0, 0
+	}
+	if cfg.Name == "" {
+		cfg.Name = registry.UniqueName()
+	}
+	if cfg.FrameSize <= 0 {
+		if v, err := strconv.Atoi(os.Getenv("UCXNET_FRAME_SIZE")); err == nil && v > 0 {
+			cfg.FrameSize = v
+		}
+	}
+	if cfg.Linger == 0 {
+		cfg.Linger = DefaultLinger
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = envDuration("UCXNET_KEEPALIVE", DefaultKeepAlive)
+	}
+	if cfg.NetDevices != "" {
+		ucx := make(map[string]string, len(cfg.UCX)+1)
+		for k, v := range cfg.UCX {
+			ucx[k] = v
+		}
+		ucx["NET_DEVICES"] = cfg.NetDevices
+		cfg.UCX = ucx
+	}
+	if os.Getenv("UCXNET_COPY_WRITES") == "1" {
+		cfg.CopyWrites = true
+	}
+	return cfg
 }

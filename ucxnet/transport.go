@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -106,56 +105,7 @@ func newTransport(cfg Config, start startEngine) (*Transport, error) {
 	if err := checkLane(cfg.Lane); err != nil {
 		return nil, err
 	}
-	if cfg.EagerMax <= 0 {
-		cfg.EagerMax = DefaultEagerMax
-	}
-	if cfg.EagerMax > stream.MaxPayload {
-		cfg.EagerMax = stream.MaxPayload
-	}
-	cfg.EagerMax = max(cfg.EagerMax, minPeerFrame)
-	if cfg.Window <= 0 {
-		cfg.Window = DefaultWindow
-	}
-	if cfg.Window > stream.MaxWindow {
-		cfg.Window = stream.MaxWindow
-	}
-	if cfg.Backlog <= 0 {
-		cfg.Backlog = DefaultBacklog
-	}
-	if cfg.Spin == 0 {
-		cfg.Spin = envDuration("UCXNET_SPIN", DefaultSpin)
-	}
-	if cfg.SpinMax == 0 {
-		cfg.SpinMax = envDuration("UCXNET_SPIN_MAX", DefaultSpinMax)
-	}
-	if cfg.Spin <= 0 {
-		cfg.Spin, cfg.SpinMax = 0, 0
-	}
-	if cfg.Name == "" {
-		cfg.Name = registry.UniqueName()
-	}
-	if cfg.FrameSize <= 0 {
-		if v, err := strconv.Atoi(os.Getenv("UCXNET_FRAME_SIZE")); err == nil && v > 0 {
-			cfg.FrameSize = v
-		}
-	}
-	if cfg.Linger == 0 {
-		cfg.Linger = DefaultLinger
-	}
-	if cfg.KeepAlive == 0 {
-		cfg.KeepAlive = envDuration("UCXNET_KEEPALIVE", DefaultKeepAlive)
-	}
-	if cfg.NetDevices != "" {
-		ucx := make(map[string]string, len(cfg.UCX)+1)
-		for k, v := range cfg.UCX {
-			ucx[k] = v
-		}
-		ucx["NET_DEVICES"] = cfg.NetDevices
-		cfg.UCX = ucx
-	}
-	if os.Getenv("UCXNET_COPY_WRITES") == "1" {
-		cfg.CopyWrites = true
-	}
+	cfg = cfg.withDefaults()
 	reg, ownReg := cfg.Registry, false
 	if reg == nil {
 		var err error
