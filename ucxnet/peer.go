@@ -364,10 +364,6 @@ func (t *Transport) tick(now time.Time) {
 // no peer is failed for the silence seen: each silent one is probed and has
 // two thirds of KeepAlive to answer.
 func (t *Transport) sweepOnce(now time.Time, stalled bool) {
-	type probe struct {
-		p *peer
-		c *Conn
-	}
 	var probes []probe
 	var dead, idle []*peer
 	t.mu.Lock()
@@ -383,43 +379,11 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 			}
 			continue
 		}
-		ka := p.ka
-		if ka <= 0 {
-			continue // keepalives off for all its conns
-		}
-		if stalled {
-			if floor := now.Add(-ka/2 - time.Millisecond).UnixNano(); p.lastRecv.Load() < floor {
-				p.lastRecv.Store(floor)
-			}
-		}
-		// The side that dialed probes after half of KeepAlive; the other
-		// waits longer, so that in steady state only one side sends PINGs
-		// (the answers are signs of life for the prober, the PINGs for
-		// the other side) and idle conns cost half the wake-ups.
-		probeAfter := ka * 3 / 4
-		if p.dialed > 0 {
-			probeAfter = ka / 2
-		}
-		silent := now.Sub(time.Unix(0, p.lastRecv.Load()))
-		if silent <= probeAfter {
-			continue
-		}
-		c := pingConn(p)
-		if c == nil {
-			continue // only dials waiting for their answer: their own timer decides
-		}
-		// Dead only once a probe sent after the last sign of life went
-		// unanswered for a while: a sweep that comes late (a busy engine,
-		// or a tick just short of due) must not fail a peer it never
-		// asked.
-		lastPing := p.lastPing.Load()
-		probed := lastPing > p.lastRecv.Load()
-		sincePing := now.Sub(time.Unix(0, lastPing))
-		switch {
-		case silent > ka && probed && sincePing >= ka/8:
-			dead = append(dead, p)
-		case !probed || sincePing >= ka/6:
+		switch v, c := livenessLocked(p, now, stalled); v {
+		case peerProbe:
 			probes = append(probes, probe{p, c})
+		case peerDead:
+			dead = append(dead, p)
 		}
 	}
 	t.mu.Unlock()
@@ -427,6 +391,73 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 		t.stats.idleClosed.Add(1)
 		t.closeEP(p, false)
 	}
+	t.sendProbes(probes, now)
+	t.failSilent(dead, now)
+}
+
+// peerVerdict is what a sweep does about a peer with conns.
+type peerVerdict int
+
+const (
+	peerAlive peerVerdict = iota // nothing: heard from lately, or probed lately
+	peerProbe                    // send a PING on one of its conns
+	peerDead                     // fail it: a PING went unanswered
+)
+
+// probe is a PING to send to p, on conn c.
+type probe struct {
+	p *peer
+	c *Conn
+}
+
+// livenessLocked judges p, a peer with conns, at now; for peerProbe it
+// returns the conn to carry the PING. After a stall of this process
+// (stalled), p's silence counts from half of KeepAlive ago at most. t.mu
+// is held.
+func livenessLocked(p *peer, now time.Time, stalled bool) (peerVerdict, *Conn) {
+	ka := p.ka
+	if ka <= 0 {
+		return peerAlive, nil // keepalives off for all its conns
+	}
+	if stalled {
+		if floor := now.Add(-ka/2 - time.Millisecond).UnixNano(); p.lastRecv.Load() < floor {
+			p.lastRecv.Store(floor)
+		}
+	}
+	// The side that dialed probes after half of KeepAlive; the other
+	// waits longer, so that in steady state only one side sends PINGs
+	// (the answers are signs of life for the prober, the PINGs for
+	// the other side) and idle conns cost half the wake-ups.
+	probeAfter := ka * 3 / 4
+	if p.dialed > 0 {
+		probeAfter = ka / 2
+	}
+	silent := now.Sub(time.Unix(0, p.lastRecv.Load()))
+	if silent <= probeAfter {
+		return peerAlive, nil
+	}
+	c := pingConn(p)
+	if c == nil {
+		return peerAlive, nil // only dials waiting for their answer: their own timer decides
+	}
+	// Dead only once a probe sent after the last sign of life went
+	// unanswered for a while: a sweep that comes late (a busy engine,
+	// or a tick just short of due) must not fail a peer it never
+	// asked.
+	lastPing := p.lastPing.Load()
+	probed := lastPing > p.lastRecv.Load()
+	sincePing := now.Sub(time.Unix(0, lastPing))
+	switch {
+	case silent > ka && probed && sincePing >= ka/8:
+		return peerDead, nil
+	case !probed || sincePing >= ka/6:
+		return peerProbe, c
+	}
+	return peerAlive, nil
+}
+
+// sendProbes sends the sweep's PINGs, sent at now.
+func (t *Transport) sendProbes(probes []probe, now time.Time) {
 	for _, pr := range probes {
 		pr.p.lastPing.Store(now.UnixNano())
 		pr.p.rttProbe.Store(now.UnixNano())
@@ -435,6 +466,11 @@ func (t *Transport) sweepOnce(now time.Time, stalled bool) {
 		// knows its own (strayFrame).
 		_ = t.sendCtl(pr.p, stream.Header{Kind: stream.KindPing, ConnID: pr.c.loadRemoteID(), Aux: pr.c.id})
 	}
+}
+
+// failSilent fails the peers that left a PING unanswered, unless their
+// process is stopped on this host (keepStopped).
+func (t *Transport) failSilent(dead []*peer, now time.Time) {
 	for _, p := range dead {
 		if t.keepStopped(p, now.UnixNano()) {
 			continue
