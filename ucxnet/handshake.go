@@ -142,19 +142,7 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 		t.refuseAddr(hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
 		return
 	}
-	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: hello.LocalName, ID: hello.ConnID}, preAcceptWindow)
-	c.remoteID = hello.ConnID
-	c.from = from
-	c.peerProc = hello.Proc
-	c.keepAlive = l.ka
-	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
-	c.peerSegs = peerSegLimits(hello)
-	c.swin.Update(uint64(hello.Window))
-	c.state = stateOpen
-	if l.psk != nil {
-		c.state = stateAuthPending
-		c.auth = newListenAuth(l.psk, hello.Name, hello.Nonce, l)
-	}
+	c := t.acceptedConn(l, hello, from)
 	if err := t.attach(hello.WorkerAddr, c, false); err != nil {
 		t.stats.refused.Add(1)
 		if err != errTooManyPeers {
@@ -188,15 +176,41 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 		t.refuse(c.peer, hello.ConnID, stream.RefuseBacklog)
 		return
 	}
+	t.sendAccept(c, hello.Name)
+}
+
+// acceptedConn makes the listener side of the conn that hello, a CONNECT's
+// from the endpoint from, asks l for: open, or waiting for the dialer's
+// proof when l has a key.
+func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, from uintptr) *Conn {
+	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: hello.LocalName, ID: hello.ConnID}, preAcceptWindow)
+	c.remoteID = hello.ConnID
+	c.from = from
+	c.peerProc = hello.Proc
+	c.keepAlive = l.ka
+	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
+	c.peerSegs = peerSegLimits(hello)
+	c.swin.Update(uint64(hello.Window))
+	c.state = stateOpen
+	if l.psk != nil {
+		c.state = stateAuthPending
+		c.auth = newListenAuth(l.psk, hello.Name, hello.Nonce, l)
+	}
+	return c
+}
+
+// sendAccept answers the CONNECT that made c, for the listener name, with
+// ACCEPT; c fails if it cannot be sent.
+func (t *Transport) sendAccept(c *Conn, name string) {
 	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(min(preAcceptWindow, t.cfg.Window)),
-		Name: hello.Name, LocalName: hello.Name, ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version,
+		Name: name, LocalName: name, ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version,
 		Proc: selfProc()}
 	if c.auth != nil {
 		// Only our nonce: we prove nothing over the dialer's input until
 		// the dialer has proven it knows the key.
 		reply.Nonce = c.auth.nl
 	}
-	if err := t.sendHello(c.peer, stream.Header{Kind: stream.KindAccept, ConnID: hello.ConnID}, reply); err != nil {
+	if err := t.sendHello(c.peer, stream.Header{Kind: stream.KindAccept, ConnID: c.remoteID}, reply); err != nil {
 		c.fail(withDetail(ErrReset, "sending ACCEPT: %v", err))
 		return
 	}

@@ -130,31 +130,8 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 		return
 	}
 	if c.closed {
-		// Closed locally, waiting for the peer's FIN: more data is answered
-		// with RST, as TCP does.
 		c.mu.Unlock()
-		if h.Kind == stream.KindData {
-			c.abort(stream.RstAbort, net.ErrClosed, rstIfOpen)
-			return
-		}
-		c.mu.Lock()
-		done := false
-		if c.state == stateOpen && h.Seq == c.reasm.Next() {
-			// The peer's final FIN. If Close has not sent ours yet (both
-			// ends closing at once), Close finishes the conn after sending
-			// it; removing the conn here would leave the peer waiting for
-			// a FIN that never comes.
-			c.rEOF = true
-			if done = c.finWait; done {
-				c.state = stateDone
-			}
-		}
-		c.mu.Unlock()
-		if done {
-			c.t.removeConn(c)
-		}
-		// A FIN ahead of data still in flight: that data will be answered
-		// with RST when it arrives.
+		c.streamAfterClose(h)
 		return
 	}
 	if c.state == stateAuthPending {
@@ -215,6 +192,33 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 		broadcast(&c.rcond, c.rwait)
 	}
 	c.mu.Unlock()
+}
+
+// streamAfterClose takes a DATA or FIN for c, closed locally and waiting
+// for the peer's FIN: more data is answered with RST, as TCP does.
+func (c *Conn) streamAfterClose(h stream.Header) {
+	if h.Kind == stream.KindData {
+		c.abort(stream.RstAbort, net.ErrClosed, rstIfOpen)
+		return
+	}
+	c.mu.Lock()
+	done := false
+	if c.state == stateOpen && h.Seq == c.reasm.Next() {
+		// The peer's final FIN. If Close has not sent ours yet (both
+		// ends closing at once), Close finishes the conn after sending
+		// it; removing the conn here would leave the peer waiting for
+		// a FIN that never comes.
+		c.rEOF = true
+		if done = c.finWait; done {
+			c.state = stateDone
+		}
+	}
+	c.mu.Unlock()
+	if done {
+		c.t.removeConn(c)
+	}
+	// A FIN ahead of data still in flight: that data will be answered
+	// with RST when it arrives.
 }
 
 // appendLocked queues an in-order segment for Read. Small Go-owned
