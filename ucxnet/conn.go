@@ -150,6 +150,21 @@ func broadcast(ch *chan struct{}, waiting int) {
 	}
 }
 
+// waitLocked waits for a broadcast on cond (counted in *waiting), for the
+// deadline channel dl or for c's close. c.mu is held, and released while
+// it waits.
+func (c *Conn) waitLocked(cond chan struct{}, waiting *int, dl <-chan struct{}) {
+	*waiting++
+	c.mu.Unlock()
+	select {
+	case <-cond:
+	case <-dl:
+	case <-c.closedCh:
+	}
+	c.mu.Lock()
+	*waiting--
+}
+
 // Read reads data from the conn. After the peer's Close or CloseWrite and
 // once everything it sent is read, Read returns io.EOF.
 func (c *Conn) Read(b []byte) (int, error) {
@@ -218,16 +233,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			c.mu.Unlock()
 			return 0, nil
 		}
-		cond := c.rcond
-		c.rwait++
-		c.mu.Unlock()
-		select {
-		case <-cond:
-		case <-dl:
-		case <-c.closedCh:
-		}
-		c.mu.Lock()
-		c.rwait--
+		c.waitLocked(c.rcond, &c.rwait, dl)
 	}
 }
 

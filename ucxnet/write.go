@@ -112,16 +112,7 @@ func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error)
 		if avail > 0 {
 			return min(avail, total-n), dl, nil
 		}
-		cond := c.wcond
-		c.wwait++
-		c.mu.Unlock()
-		select {
-		case <-cond:
-		case <-dl:
-		case <-c.closedCh:
-		}
-		c.mu.Lock()
-		c.wwait--
+		c.waitLocked(c.wcond, &c.wwait, dl)
 	}
 }
 
