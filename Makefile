@@ -34,15 +34,15 @@ build: deps
 vet: deps
 	@for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
-## check-builds: the core module builds and vets without cgo and builds for
-## darwin (internal/cucx's stub, which returns cucx.ErrUnsupported), and the
+## check-builds: the core module builds and vets without cgo and vets (tests
+## included) for darwin (internal/cucx's stub, which returns cucx.ErrUnsupported), and the
 ## tests that need no UCX pass without cgo: the stub's, the framing's, and
 ## ucxnet's (its conn tests over the in-memory engine, nettest included, and
 ## the kernel-TCP lane's; tests that need UCX skip). Needs no UCX.
 check-builds:
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) vet ./...
-	GOOS=darwin $(GO) build ./...
+	GOOS=darwin $(GO) vet ./...
 	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/ ./internal/stream/ ./internal/engine/... ./ucxnet/
 
 ## test: deps, the suite with -race under UCX_TLS=tcp and UCX_TLS=sm

@@ -20,17 +20,6 @@ import (
 	"github.com/ucxnet/ucxnet/registry"
 )
 
-// hideProcEnv, set to "1" in a test's child process, makes its Hellos name
-// no process: a stopped child is then taken for dead, as a peer on another
-// host would be.
-const hideProcEnv = "UCXNET_TEST_HIDE_PROC"
-
-func init() {
-	if os.Getenv(hideProcEnv) == "1" {
-		selfProc = func() stream.ProcID { return stream.ProcID{} }
-	}
-}
-
 // TestProcStoppedRules: only a stopped or traced process of this user,
 // boot and pid namespace, with the start time named, counts as stopped.
 func TestProcStoppedRules(t *testing.T) {

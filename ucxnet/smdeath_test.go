@@ -1,3 +1,5 @@
+//go:build linux
+
 package ucxnet
 
 // A peer process dying over shared memory must not make the survivor

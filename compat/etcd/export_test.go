@@ -1,3 +1,5 @@
+//go:build linux
+
 package ucxetcd
 
 // ParseSpec exposes parseSpec to the tests.
