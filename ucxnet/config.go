@@ -158,17 +158,27 @@ func envDuration(name string, dflt time.Duration) time.Duration {
 	return dflt
 }
 
+// effectiveTLS is the UCX_TLS in force, and whether it is set: Config.UCX's
+// "TLS" overrides the environment's.
+func effectiveTLS(user map[string]string) (string, bool) {
+	if v, set := user["TLS"]; set {
+		return v, true
+	}
+	return os.LookupEnv("UCX_TLS")
+}
+
 // ucxSettings merges ucxnet's defaults (skipping those the environment
 // sets) with the user's settings.
 func ucxSettings(user map[string]string) []progress.Setting {
 	var out []progress.Setting
+	tls, _ := effectiveTLS(user)
 	for _, s := range ucxDefaults {
 		if _, set := os.LookupEnv("UCX_" + s.Name); set {
 			continue
 		}
 		seg := segmentNamed(s.Name)
-		if (s.Name == "MM_ERROR_HANDLING" || seg == &shmSegment) && !sharedMemoryEnabled(os.Getenv("UCX_TLS")) ||
-			seg == &tcpSegment && !tcpEnabled(os.Getenv("UCX_TLS")) {
+		if (s.Name == "MM_ERROR_HANDLING" || seg == &shmSegment) && !sharedMemoryEnabled(tls) ||
+			seg == &tcpSegment && !tcpEnabled(tls) {
 			continue // UCX warns about settings of components it did not load
 		}
 		if seg != nil && seg.userValue(user) != "" {

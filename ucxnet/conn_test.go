@@ -288,6 +288,18 @@ func TestSegments(t *testing.T) {
 	v, ok = has(ucxSettings(map[string]string{"TCP_RX_SEG_SIZE": "256k"}), tcpSegment.modifyName())
 	require.True(t, ok)
 	require.Equal(t, "256k", v)
+	// Config.UCX's TLS, not the environment's, decides which transports'
+	// segment sizes are set.
+	for _, c := range []struct {
+		tls      string
+		shm, tcp bool
+	}{{"tcp", false, true}, {"sm", true, false}} {
+		ss := ucxSettings(map[string]string{"TLS": c.tls})
+		_, ok := has(ss, "MM_SEG_SIZE")
+		require.Equal(t, c.shm, ok, "Config TLS=%s", c.tls)
+		_, ok = has(ss, tcpSegment.modifyName())
+		require.Equal(t, c.tcp, ok, "Config TLS=%s", c.tls)
+	}
 }
 
 // A peer whose process is stopped (here: its progress engine is held)

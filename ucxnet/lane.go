@@ -145,19 +145,14 @@ func (t *Transport) forcedLane() (lane, why string) {
 
 // ucxTLSSet reports whether the user chose UCX's transports.
 func (t *Transport) ucxTLSSet() bool {
-	if _, set := t.cfg.UCX["TLS"]; set {
-		return true
-	}
-	_, set := os.LookupEnv("UCX_TLS")
+	_, set := effectiveTLS(t.cfg.UCX)
 	return set
 }
 
 // tlsValue is the UCX_TLS in force ("" when unset).
 func (t *Transport) tlsValue() string {
-	if v, set := t.cfg.UCX["TLS"]; set {
-		return v
-	}
-	return os.Getenv("UCX_TLS")
+	v, _ := effectiveTLS(t.cfg.UCX)
+	return v
 }
 
 // haveUCX reports whether this transport runs UCX.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -82,7 +81,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 		}
 		if err != nil {
 			hint := ""
-			if tls, set := os.LookupEnv("UCX_TLS"); set {
+			if tls, set := effectiveTLS(cfg.UCX); set {
 				hint = fmt.Sprintf(" (UCX_TLS=%q: no usable transport?)", tls)
 			}
 			return nil, fmt.Errorf("ucxnet: starting UCX%s: %w", hint, err)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,7 +113,7 @@ func (t *Transport) releaseClash(e registry.Entry) string {
 	if maj, min, ok := majorMinor(UCX().Version); !ok || maj == 1 && min < 22 {
 		return "" // only a 1.22 (or later) dialer can clash
 	}
-	tls, tlsSet := os.LookupEnv("UCX_TLS")
+	tls, tlsSet := effectiveTLS(t.cfg.UCX)
 	devs := t.netDevices()
 	_, _, host := registry.CurrentProcess()
 	if !loopbackTCPClash(UCX().Version, listenerRelease(e), e.Host == host, tlsSet && !sharedMemoryEnabled(tls), devs) {
