@@ -66,6 +66,11 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/ucxnet-tests.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/bin" "$work/logs"
+# The tests' stats sockets (their children's too) go to this run's
+# directory: a child a test kills leaves its socket behind.
+if [ -z "${UCXNET_STATS_DIR:-}" ]; then
+	mkdir -m 0700 "$work/stats" && export UCXNET_STATS_DIR="$work/stats"
+fi
 
 # Compile: one test binary per package with tests, named after its path.
 for m in $MODULES; do

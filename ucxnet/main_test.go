@@ -24,14 +24,34 @@ import (
 // else a transport may start), the runtime's and the testing package's.
 // Every transport a test creates is still checked.
 func TestMain(m *testing.M) {
+	cleanup := privateStatsDir()
 	// Without UCX (a build without cgo, or off Linux) the default transport
 	// runs the kernel-TCP lane alone, or fails with ErrUnsupported when
 	// UCXNET_LANE forces UCX; the tests that need UCX skip (needUCX).
 	if _, err := DefaultTransport(); err != nil && !errors.Is(err, ErrUnsupported) {
 		fmt.Fprintln(os.Stderr, "ucxnet tests: starting the default transport:", err)
+		cleanup()
 		os.Exit(1)
 	}
-	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
+	goleak.VerifyTestMain(m, goleak.IgnoreCurrent(), goleak.Cleanup(func(int) { cleanup() }))
+}
+
+// privateStatsDir points the tests' stats sockets (and their child
+// processes', through the environment) at a directory of their own unless
+// UCXNET_STATS_DIR is set: a child a test kills leaves its socket behind,
+// which belongs in a directory removed with the test run, not in the
+// user's. It returns the directory's removal.
+func privateStatsDir() (cleanup func()) {
+	if os.Getenv(EnvStatsDir) != "" {
+		return func() {}
+	}
+	dir, err := os.MkdirTemp("", "ucxnet-stats-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ucxnet tests:", err)
+		os.Exit(1)
+	}
+	os.Setenv(EnvStatsDir, dir)
+	return func() { os.RemoveAll(dir) }
 }
 
 // needUCX skips t when this build runs no UCX (built without cgo, or off

@@ -181,17 +181,18 @@ func queryStatsDir(ctx context.Context, dir string, timeout time.Duration, w io.
 
 // staleSocket reports whether the stats socket at path, named for pid,
 // whose query failed with err, is left over from a process that is gone:
-// no process has pid, or nothing listens on the socket (ECONNREFUSED)
-// and it was made more than a second ago (a socket refuses between its
-// bind and its listen, for microseconds). A process in another pid
-// namespace names its socket with a pid of that namespace, so a refused
-// socket of a live pid can be stale too.
+// nothing listens on it (ECONNREFUSED), and no process has pid or it was
+// made more than a second ago (a socket refuses between its bind and its
+// listen, for microseconds). A socket that answered slowly or not at all
+// is not stale. A process in another pid namespace names its socket with
+// a pid of that namespace: a pid missing here alone proves nothing, and a
+// refused socket of a live pid can be stale.
 func staleSocket(path string, pid int, err error) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		return false
+	}
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
 	}
 	fi, serr := os.Lstat(path)
 	return serr == nil && time.Since(fi.ModTime()) > time.Second

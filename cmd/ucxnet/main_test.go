@@ -31,6 +31,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The tests' stats sockets (their children's too) go to this run's
+	// directory, not the user's, unless UCXNET_STATS_DIR says otherwise.
+	if os.Getenv(ucxnet.EnvStatsDir) == "" {
+		stats := filepath.Join(dir, "stats")
+		if err := os.Mkdir(stats, 0o700); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Setenv(ucxnet.EnvStatsDir, stats)
+	}
 	bin = filepath.Join(dir, "ucxnet")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
