@@ -238,15 +238,22 @@ func TestSendLeavesEngineAsleep(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	const n = 20
 	w0 := a.eng.Stats().Wakeups
+	start := time.Now()
 	for i := uint64(2); i < n+2; i++ {
 		send(i)
 		time.Sleep(time.Millisecond) // a's engine is asleep again
 	}
 	w1 := a.eng.Stats().Wakeups
-	t.Logf("the sender's engine woke %d times for %d sends", w1-w0, n)
-	// Its backstop timer wakes it every 100 ms: a few at most over the
-	// ~30 ms of sends, where one a send would be n.
-	require.Less(t, w1-w0, uint64(n/2), "the sender's engine woke %d times for %d sends", w1-w0, n)
+	elapsed := time.Since(start)
+	t.Logf("the sender's engine woke %d times for %d sends in %v", w1-w0, n, elapsed)
+	// Its backstop timer (100 ms) and UCX's keepalive (1 s) wake it
+	// too: a few over the ~30 ms of sends on an idle machine, more on a
+	// loaded one, where waking on each send would be n.
+	budget := uint64(n/2) + uint64(elapsed/(100*time.Millisecond)) + uint64(elapsed/time.Second)
+	if budget >= n {
+		t.Skipf("the sends took %v on this loaded machine: timer wake-ups alone could reach one a send", elapsed)
+	}
+	require.Less(t, w1-w0, budget, "the sender's engine woke %d times for %d sends in %v", w1-w0, n, elapsed)
 }
 
 func TestTransportsParse(t *testing.T) {
