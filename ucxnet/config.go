@@ -130,7 +130,10 @@ type Config struct {
 	// authentication), frames dropped as malformed or foreign, and which
 	// lane a dial took (debug level). The records a peer's input causes
 	// are rate-limited (a burst of 10, then one a second) with a count of
-	// those suppressed. Nil: no logging.
+	// those suppressed. Most records are logged on the goroutine that
+	// drives UCX, holding no lock of the transport: its handler may call
+	// the transport (Conns, Snapshot) but must not block, or it holds up
+	// all traffic. Nil: no logging.
 	Logger *slog.Logger
 	// StatsDir is the directory where the transport serves its Snapshot
 	// on a Unix socket of its own (mode 0600, answering only this user),

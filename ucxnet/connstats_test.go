@@ -2,10 +2,13 @@ package ucxnet
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -213,4 +216,42 @@ func TestLogLimiter(t *testing.T) {
 	require.Equal(t, uint64(5), suppressed)
 	ok, _ = l.allow(now.Add(time.Second / hostileLogRate))
 	require.False(t, ok)
+}
+
+// snapshotHandler is a slog.Handler that takes a Snapshot of every
+// transport for each record, as a handler adding stats to its records
+// would.
+type snapshotHandler struct{ records atomic.Int64 }
+
+func (h *snapshotHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *snapshotHandler) Handle(context.Context, slog.Record) error {
+	Snapshots()
+	h.records.Add(1)
+	return nil
+}
+func (h *snapshotHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *snapshotHandler) WithGroup(string) slog.Handler      { return h }
+
+// Config.Logger's handler may call back into the transport: a failed
+// authentication is logged with no conn's lock held. Before, the dialer's
+// "listener did not authenticate" record was logged holding the dialing
+// conn's lock, and a handler reading Conns deadlocked the engine.
+func TestLoggerHandlerMayReadStats(t *testing.T) {
+	h := &snapshotHandler{}
+	p := newPair(t, Config{Logger: slog.New(h)})
+	open := pskListener(t, p, nil)
+	d := Dialer{Transport: p.client, PSK: bytes.Repeat([]byte("k"), MinPSKLen), Timeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.Dial(Network, open.Addr().String())
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, syscall.ECONNREFUSED)
+		require.Contains(t, err.Error(), "did not authenticate")
+	case <-time.After(60 * time.Second): // a hang guard
+		t.Fatal("the dial hung: the engine is stuck in the log handler")
+	}
+	require.NotZero(t, h.records.Load(), "the failure was not logged")
 }

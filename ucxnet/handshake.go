@@ -290,8 +290,8 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		authErr = withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", a.name)
 	}
 	if authErr != nil {
-		c.t.authFailed()
 		c.mu.Unlock()
+		c.t.authFailed() // not under c.mu: it calls the Logger
 		c.abort(stream.RstAbort, authErr, rstAlways) // the dial fails with it
 		return
 	}
@@ -307,8 +307,8 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	a.proving = true
 	mac, err := a.proof(roleDialer, c.id, c.remoteID)
 	if err != nil {
-		c.t.authFailed()
 		c.mu.Unlock()
+		c.t.authFailed()
 		c.abort(stream.RstAbort, withDetail(ErrRefused, "listener %q: %v", a.name, err), rstAlways)
 		return
 	}
