@@ -291,7 +291,9 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	}
 	if authErr != nil {
 		c.mu.Unlock()
-		c.t.authFailed() // not under c.mu: it calls the Logger
+		// Counted and logged after Unlock: the Logger's handler may
+		// read the conn's stats.
+		c.t.authFailed()
 		c.abort(stream.RstAbort, authErr, rstAlways) // the dial fails with it
 		return
 	}
