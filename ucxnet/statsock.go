@@ -41,8 +41,9 @@ const StatsRequest = "ucxnet-stats 1\n"
 // "PID-RANDOM" followed by it.
 const StatsSocketSuffix = ".sock"
 
-// statsTimeout bounds one stats connection (request and answer).
-const statsTimeout = 2 * time.Second
+// statsTimeout bounds one stats connection (request and answer). A
+// variable for tests.
+var statsTimeout = 2 * time.Second
 
 // maxStatsClients bounds the stats connections served at once; more are
 // closed unanswered.
@@ -113,6 +114,9 @@ type statsServer struct {
 	sem  chan struct{}
 	done chan struct{}  // closed when serve returns
 	wg   sync.WaitGroup // the answers in progress
+
+	mu    sync.Mutex
+	conns map[*net.UnixConn]struct{} // the connections being answered
 }
 
 // serveStats starts t's stats socket, unless it is off or cannot be made
@@ -148,7 +152,8 @@ func (t *Transport) serveStats() {
 		t.logEvent(slog.LevelDebug, "ucxnet: no stats socket", "err", err)
 		return
 	}
-	s := &statsServer{ln: ln, path: path, sem: make(chan struct{}, maxStatsClients), done: make(chan struct{})}
+	s := &statsServer{ln: ln, path: path, sem: make(chan struct{}, maxStatsClients), done: make(chan struct{}),
+		conns: make(map[*net.UnixConn]struct{})}
 	t.statsSrv = s
 	go s.serve(t)
 }
@@ -162,14 +167,20 @@ func (t *Transport) StatsSocket() string {
 	return t.statsSrv.path
 }
 
-// close stops serving and removes the socket.
+// close stops serving, removes the socket and ends the connections being
+// answered: a client that sends nothing does not hold up Transport.Close.
 func (s *statsServer) close() {
 	if s == nil {
 		return
 	}
 	s.ln.Close() // unlinks the socket
-	<-s.done
-	s.wg.Wait() // each ends within statsTimeout
+	<-s.done     // no connection is added after this
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
 }
 
 func (s *statsServer) serve(t *Transport) {
@@ -186,10 +197,16 @@ func (s *statsServer) serve(t *Transport) {
 		select {
 		case s.sem <- struct{}{}:
 			s.wg.Add(1)
+			s.mu.Lock()
+			s.conns[c] = struct{}{}
+			s.mu.Unlock()
 			go func() {
 				defer s.wg.Done()
 				defer func() { <-s.sem }()
 				s.answer(t, c)
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
 			}()
 		default:
 			c.Close() // too many at once
