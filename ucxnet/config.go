@@ -136,7 +136,7 @@ type Config struct {
 	// all traffic. Nil: no logging.
 	Logger *slog.Logger
 	// StatsDir is the directory where the transport serves its Snapshot
-	// on a Unix socket of its own (mode 0600, answering only this user),
+	// on a Unix socket of its own (mode 0600, answering only this user and root),
 	// for `ucxnet ls`. Empty: $UCXNET_STATS_DIR, else ".stats" in the
 	// default registry directory (see StatsDir). "off" (StatsOff), as
 	// either, serves none. Linux only.
