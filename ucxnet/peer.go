@@ -42,6 +42,9 @@ type peer struct {
 	lastPing atomic.Int64 // when we last sent it a PING
 	rttProbe atomic.Int64 // when the PING not yet answered was sent (0: none)
 	rtt      atomic.Int64 // the round trip of the last answered PING, ns (ConnStats.RTT)
+	// stoppedAt is when keepalive last found the peer's process stopped
+	// (0: not since it last spared it after a resume; keepStopped).
+	stoppedAt atomic.Int64
 	// idleSince is when the peer's last conn left (or the peer was made
 	// without one), under Transport.mu; hadConns says whether it ever had
 	// one. The sweep closes endpoints idle too long.

@@ -79,22 +79,40 @@ func hostNamespace() (pidNS uint64, boot [16]byte, ok bool) {
 // procStopped reports whether id names a process stopped or traced on
 // this host, in this pid namespace, owned by this process's effective user.
 func procStopped(id stream.ProcID) bool {
+	state, ok := procState(id)
+	return ok && stoppedState(state)
+}
+
+// stoppedState reports whether a /proc state is a stop (SIGSTOP: 'T') or
+// a tracing stop (a debugger: 't').
+func stoppedState(s byte) bool { return s == 't' || s == 'T' }
+
+// procState returns the state of the process id names, if it is on this
+// host, in this pid namespace, owned by this process's effective user and
+// started when id says (ok false otherwise, or for this process).
+func procState(id stream.ProcID) (state byte, ok bool) {
 	self := selfProc()
 	if id.PID == 0 || self.PID == 0 || id.Boot != self.Boot || id.PidNS != self.PidNS || id.PID == self.PID {
-		return false
+		return 0, false
 	}
 	pid := int(id.PID)
 	var fi unix.Stat_t
 	if unix.Stat("/proc/"+strconv.Itoa(pid), &fi) != nil || fi.Uid != uint32(os.Geteuid()) {
-		return false
+		return 0, false
 	}
 	st, err := procstat.Read(pid)
-	return err == nil && st.Start == id.Start && (st.State == 't' || st.State == 'T')
+	if err != nil || st.Start != id.Start {
+		return 0, false
+	}
+	return st.State, true
 }
 
 // keepStopped reports whether keepalive should spare p, silent too long,
-// because its process is stopped (see above); if so, that counts as a sign
-// of life now, so that it is looked at again a KeepAlive later.
+// because its process is stopped (see above), or runs again after a
+// check found it stopped: a PING sent while it was stopped may find it
+// resumed only just before this check, so once after a stop it gets a
+// full KeepAlive to answer a fresh one. Either counts as a sign of life
+// now, so that it is looked at again a KeepAlive later.
 func (t *Transport) keepStopped(p *peer, now int64) bool {
 	t.mu.RLock()
 	id, ka, claims := p.proc, p.ka, 0
@@ -106,7 +124,16 @@ func (t *Transport) keepStopped(p *peer, now int64) bool {
 		}
 	}
 	t.mu.RUnlock()
-	if claims == 0 || claims > maxStoppedPerProc || !procStopped(id) {
+	if claims == 0 || claims > maxStoppedPerProc {
+		return false
+	}
+	state, ok := procState(id)
+	switch at := p.stoppedAt.Load(); {
+	case ok && stoppedState(state):
+		p.stoppedAt.Store(now)
+	case ok && state != 'Z' && state != 'X' && at != 0 && now-at <= int64(2*ka):
+		p.stoppedAt.Store(0) // resumed: spared once
+	default:
 		return false
 	}
 	p.lastRecv.Store(now)

@@ -154,3 +154,52 @@ func roundTrip(t *testing.T, c net.Conn, msg string) {
 	require.Equal(t, msg, string(got))
 	require.NoError(t, c.SetDeadline(time.Time{}))
 }
+
+// keepStopped spares a peer whose process is stopped at each check, and
+// once more after it resumes (a PING sent during the stop may find it
+// running only just before the check), then judges it as any other peer;
+// a process never found stopped is not spared.
+func TestKeepStoppedResumeGrace(t *testing.T) {
+	self := selfProc()
+	require.NotZero(t, self.PID, "this process has no identity")
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skip("needs sleep(1):", err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	st, err := procstat.Read(cmd.Process.Pid)
+	require.NoError(t, err)
+	id := stream.ProcID{PID: uint32(cmd.Process.Pid), Start: st.Start, PidNS: self.PidNS, Boot: self.Boot}
+	const ka = time.Second
+	p := &peer{proc: id, ka: ka}
+	tr := &Transport{peers: map[string]*peer{"p": p}}
+	now := time.Now().UnixNano()
+
+	require.False(t, tr.keepStopped(p, now), "running, never found stopped")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
+	require.Eventually(t, func() bool { return procStopped(id) }, 10*time.Second, time.Millisecond)
+	now += int64(ka)
+	require.True(t, tr.keepStopped(p, now), "stopped")
+	require.Equal(t, now, p.lastRecv.Load(), "a stop counts as a sign of life")
+	now += int64(ka)
+	require.True(t, tr.keepStopped(p, now), "still stopped")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool { return !procStopped(id) }, 10*time.Second, time.Millisecond)
+	now += int64(ka)
+	require.True(t, tr.keepStopped(p, now), "resumed since the last check: spared once")
+	now += int64(ka)
+	require.False(t, tr.keepStopped(p, now), "running and silent a KeepAlive after the grace")
+	require.EqualValues(t, 3, tr.stats.keepAliveStopped.Load())
+
+	// A stop long ago gives no grace.
+	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
+	require.Eventually(t, func() bool { return procStopped(id) }, 10*time.Second, time.Millisecond)
+	require.True(t, tr.keepStopped(p, now))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool { return !procStopped(id) }, 10*time.Second, time.Millisecond)
+	require.False(t, tr.keepStopped(p, now+int64(3*ka)), "resumed, but the stop was seen 3 KeepAlives ago")
+}
