@@ -20,22 +20,30 @@ import (
 	"github.com/ucxnet/ucxnet/registry"
 )
 
-// TestProcStoppedRules: only a stopped or traced process of this user,
-// boot and pid namespace, with the start time named, counts as stopped.
-func TestProcStoppedRules(t *testing.T) {
+// sleepingChild starts `sleep 60`, killed when t ends, and returns it with
+// the identity its Hello would carry.
+func sleepingChild(t *testing.T) (*exec.Cmd, stream.ProcID) {
+	t.Helper()
 	self := selfProc()
 	require.NotZero(t, self.PID, "this process has no identity")
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
 		t.Skip("needs sleep(1):", err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-	}()
+	})
 	st, err := procstat.Read(cmd.Process.Pid)
 	require.NoError(t, err)
-	id := stream.ProcID{PID: uint32(cmd.Process.Pid), Start: st.Start, PidNS: self.PidNS, Boot: self.Boot}
+	return cmd, stream.ProcID{PID: uint32(cmd.Process.Pid), Start: st.Start, PidNS: self.PidNS, Boot: self.Boot}
+}
+
+// TestProcStoppedRules: only a stopped or traced process of this user,
+// boot and pid namespace, with the start time named, counts as stopped.
+func TestProcStoppedRules(t *testing.T) {
+	self := selfProc()
+	cmd, id := sleepingChild(t)
 	require.False(t, procStopped(id), "a sleeping process is not stopped")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
 	require.Eventually(t, func() bool { return procStopped(id) }, 10*time.Second, time.Millisecond)
@@ -61,10 +69,10 @@ func TestProcStoppedRules(t *testing.T) {
 		t.Skip("ptrace is not allowed here:", err)
 	}
 	var ws syscall.WaitStatus
-	_, err = syscall.Wait4(cmd.Process.Pid, &ws, syscall.WALL, nil)
+	_, err := syscall.Wait4(cmd.Process.Pid, &ws, syscall.WALL, nil)
 	require.NoError(t, err)
 	require.True(t, ws.Stopped(), "%v", ws)
-	st, err = procstat.Read(cmd.Process.Pid)
+	st, err := procstat.Read(cmd.Process.Pid)
 	require.NoError(t, err)
 	require.Equal(t, byte('t'), st.State)
 	require.True(t, procStopped(id), "a traced process is stopped")
@@ -160,19 +168,7 @@ func roundTrip(t *testing.T, c net.Conn, msg string) {
 // running only just before the check), then judges it as any other peer;
 // a process never found stopped is not spared.
 func TestKeepStoppedResumeGrace(t *testing.T) {
-	self := selfProc()
-	require.NotZero(t, self.PID, "this process has no identity")
-	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
-		t.Skip("needs sleep(1):", err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
-	st, err := procstat.Read(cmd.Process.Pid)
-	require.NoError(t, err)
-	id := stream.ProcID{PID: uint32(cmd.Process.Pid), Start: st.Start, PidNS: self.PidNS, Boot: self.Boot}
+	cmd, id := sleepingChild(t)
 	const ka = time.Second
 	p := &peer{proc: id, ka: ka}
 	tr := &Transport{peers: map[string]*peer{"p": p}}
