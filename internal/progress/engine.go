@@ -214,10 +214,15 @@ func (e *Engine) locked(f func(w *cucx.Worker) error) error {
 		return ErrClosed
 	}
 	err := f(e.w)
-	st := e.w.Stats()
+	e.noteStats(e.w.Stats())
+	return err
+}
+
+// noteStats publishes what UCX holds after a call into it (the worker is
+// locked) for the readers of buffered and inflight.
+func (e *Engine) noteStats(st cucx.Stats) {
 	e.buffered.Store(st.InflightBytes)
 	e.inflight.Store(st.Inflight)
-	return err
 }
 
 // doSend runs a send with the worker locked (see do), then wakes the
@@ -294,9 +299,7 @@ func (e *Engine) combineLocked(force bool) {
 	e.keptValid = kept && e.combineSends == before
 	e.keptAt = e.w.Stats().BufferedDone
 	if e.combineSends != before {
-		st := e.w.Stats()
-		e.buffered.Store(st.InflightBytes)
-		e.inflight.Store(st.Inflight)
+		e.noteStats(e.w.Stats())
 		e.combined = true
 	}
 }
@@ -475,9 +478,7 @@ func (e *Engine) TrySendFrames(ep engine.EP, header []byte, seqOff, lenOff int, 
 	}
 	e.combineLocked(false) // what others queued (this conn has none: it would have appended)
 	sent, pending, err = e.w.SendFrames(u, header, seqOff, lenOff, seq, data, frame)
-	st := e.w.Stats()
-	e.buffered.Store(st.InflightBytes)
-	e.inflight.Store(st.Inflight)
+	e.noteStats(e.w.Stats())
 	e.unlock()
 	e.sent()
 	return sent, pending, true, err
@@ -565,8 +566,7 @@ func (e *Engine) loop() {
 		e.lockLoop()
 		evs, n = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
 		st := e.w.Stats()
-		e.buffered.Store(st.InflightBytes)
-		e.inflight.Store(st.Inflight)
+		e.noteStats(st)
 		if tick {
 			e.trimPool(st, now)
 		}
