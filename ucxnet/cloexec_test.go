@@ -207,6 +207,7 @@ func TestExecChildHoldsNoUCXSockets(t *testing.T) {
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second))) // a hang guard
 	_, err = c.Read(make([]byte, 1))
 	require.ErrorIs(t, err, syscall.ECONNRESET, "the peer's death must reach us with keepalive off: only the kernel closing its socket tells")
+	requireCarriesOn(t, tr, c)
 }
 
 // inheritableFDs lists this process's descriptors that lack close-on-exec

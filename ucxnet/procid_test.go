@@ -3,7 +3,9 @@
 package ucxnet
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -141,11 +143,12 @@ func TestStoppedPeerKept(t *testing.T) {
 			_, err = c.Read(make([]byte, 1))
 			if lane == LaneTCP {
 				require.ErrorIs(t, err, io.EOF, "a dead kernel-TCP peer gives EOF, as a *net.TCPConn does")
-				return
+			} else {
+				require.ErrorIs(t, err, syscall.ECONNRESET)
+				var op *net.OpError
+				require.True(t, errors.As(err, &op), "%T", err)
 			}
-			require.ErrorIs(t, err, syscall.ECONNRESET)
-			var op *net.OpError
-			require.True(t, errors.As(err, &op), "%T", err)
+			requireCarriesOn(t, tr, c)
 		})
 	}
 }
@@ -161,6 +164,30 @@ func roundTrip(t *testing.T, c net.Conn, msg string) {
 	require.NoError(t, err)
 	require.Equal(t, msg, string(got))
 	require.NoError(t, c.SetDeadline(time.Time{}))
+}
+
+// requireCarriesOn requires tr, after the peer behind dead died, to keep
+// no conn once dead is closed, and to still make new conns: a listener of
+// its own takes a dial that carries a round trip.
+func requireCarriesOn(t *testing.T, tr *Transport, dead net.Conn) {
+	t.Helper()
+	dead.Close()
+	require.Eventually(t, func() bool { return len(tr.Conns()) == 0 }, 20*time.Second, 10*time.Millisecond,
+		"conns left after the peer died")
+	name := fmt.Sprintf("carries-on-%d", os.Getpid())
+	ln, err := (&ListenConfig{Transport: tr}).Listen(context.Background(), Network, name)
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		if s, err := ln.Accept(); err == nil {
+			io.Copy(s, s)
+			s.Close()
+		}
+	}()
+	c, err := (&Dialer{Transport: tr, Timeout: 10 * time.Second}).Dial(Network, name)
+	require.NoError(t, err, "a new conn after the peer died")
+	defer c.Close()
+	roundTrip(t, c, "a new conn")
 }
 
 // keepStopped spares a peer whose process is stopped at each check, and
