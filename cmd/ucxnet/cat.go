@@ -196,11 +196,11 @@ type copied struct {
 // catPlain copies the conn to stdout and stdin to the conn (then
 // CloseWrite) until both directions are done.
 func catPlain(ctx context.Context, sio *stdio, c *ucxnet.Conn) (sent, recv int64, err error) {
-	readDone := make(chan copied, 1)
+	readDone := make(chan recvResult, 1)
 	writeDone := make(chan copied, 1)
 	go func() { // conn → stdout
 		n, err := io.Copy(sio.Out, c)
-		readDone <- copied{n, err}
+		readDone <- recvResult{n: n, err: err}
 	}()
 	go func() { // stdin → conn, then CloseWrite
 		n, err := io.Copy(c, sio.In)
@@ -209,23 +209,8 @@ func catPlain(ctx context.Context, sio *stdio, c *ucxnet.Conn) (sent, recv int64
 		}
 		writeDone <- copied{n, err}
 	}()
-	for readDone != nil || writeDone != nil {
-		select {
-		case r := <-readDone:
-			readDone, recv = nil, r.n
-			if r.err != nil {
-				return 0, 0, fmt.Errorf("receiving: %w", r.err)
-			}
-		case w := <-writeDone:
-			writeDone, sent = nil, w.n
-			if w.err != nil {
-				return 0, 0, fmt.Errorf("sending: %w", w.err)
-			}
-		case <-ctx.Done():
-			return 0, 0, ctx.Err()
-		}
-	}
-	return sent, recv, nil
+	sent, recv, _, err = catWait(ctx, readDone, writeDone)
+	return sent, recv, err
 }
 
 // catRecords is catPlain for a peer that speaks cat records
@@ -241,6 +226,12 @@ func catRecords(ctx context.Context, sio *stdio, c *ucxnet.Conn) (sent, recv int
 		n, err := sendRecords(w, sio.In)
 		writeDone <- copied{n, err}
 	}()
+	return catWait(ctx, readDone, writeDone)
+}
+
+// catWait waits for both directions of a cat. A receive that failed after
+// the peer's end of data (r.end) is not an error: linger is then true.
+func catWait(ctx context.Context, readDone <-chan recvResult, writeDone <-chan copied) (sent, recv int64, linger bool, err error) {
 	for readDone != nil || writeDone != nil {
 		select {
 		case r := <-readDone:
