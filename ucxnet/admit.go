@@ -37,28 +37,6 @@ const (
 	connectRate  = 128
 )
 
-// bucket is a token bucket.
-type bucket struct {
-	tokens float64
-	at     time.Time // when tokens was last refilled (zero: never, full)
-}
-
-// take takes a token at now and reports whether there was one.
-func (b *bucket) take(now time.Time) bool {
-	if b.at.IsZero() {
-		b.tokens, b.at = connectBurst, now
-	}
-	if d := now.Sub(b.at); d > 0 {
-		b.tokens = min(connectBurst, b.tokens+d.Seconds()*connectRate)
-		b.at = now
-	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
-
 // admission is a Transport's state for endpoints made from CONNECTs
 // (under Transport.mu).
 type admission struct {
@@ -83,7 +61,7 @@ func (t *Transport) admitLocked(from uintptr) error {
 		}
 		b = &a.attach
 	}
-	if !b.take(time.Now()) {
+	if !b.take(time.Now(), connectBurst, connectRate) {
 		t.stats.connectsDropped.Add(1)
 		return errTooManyPeers
 	}

@@ -265,17 +265,17 @@ func TestMemConnectBucket(t *testing.T) {
 	var b bucket
 	now := time.Unix(1000, 0)
 	for i := range connectBurst {
-		require.True(t, b.take(now), "token %d", i)
+		require.True(t, b.take(now, connectBurst, connectRate), "token %d", i)
 	}
-	require.False(t, b.take(now))
+	require.False(t, b.take(now, connectBurst, connectRate))
 	now = now.Add(time.Second / 4)
 	for i := range connectRate / 4 {
-		require.True(t, b.take(now), "refilled token %d", i)
+		require.True(t, b.take(now, connectBurst, connectRate), "refilled token %d", i)
 	}
-	require.False(t, b.take(now))
+	require.False(t, b.take(now, connectBurst, connectRate))
 	now = now.Add(time.Hour)
 	for range connectBurst {
-		require.True(t, b.take(now))
+		require.True(t, b.take(now, connectBurst, connectRate))
 	}
-	require.False(t, b.take(now), "the bucket holds at most connectBurst")
+	require.False(t, b.take(now, connectBurst, connectRate), "the bucket holds at most connectBurst")
 }

@@ -18,11 +18,11 @@ const (
 	hostileLogBurst = 10
 )
 
-// logLimiter is the token bucket of the records a peer's input causes.
+// logLimiter limits the records a peer's input causes, and counts those
+// it suppressed.
 type logLimiter struct {
 	mu         sync.Mutex
-	tokens     float64
-	at         time.Time
+	b          bucket
 	suppressed uint64
 }
 
@@ -31,17 +31,10 @@ type logLimiter struct {
 func (l *logLimiter) allow(now time.Time) (ok bool, suppressed uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.at.IsZero() {
-		l.tokens = hostileLogBurst
-	} else {
-		l.tokens = min(hostileLogBurst, l.tokens+now.Sub(l.at).Seconds()*hostileLogRate)
-	}
-	l.at = now
-	if l.tokens < 1 {
+	if !l.b.take(now, hostileLogBurst, hostileLogRate) {
 		l.suppressed++
 		return false, 0
 	}
-	l.tokens--
 	s := l.suppressed
 	l.suppressed = 0
 	return true, s

@@ -57,11 +57,9 @@ type peer struct {
 	// Transport.mu): the dialing side probes first (see sweepOnce).
 	dialed int
 
-	// pongs is the PING answer budget (a token bucket, see allowPong),
-	// pongAt when it was last refilled (UnixNano); pingsDropped counts the
-	// PINGs that found it empty. Engine goroutine only.
-	pongs        float64
-	pongAt       int64
+	// pongs is the PING answer budget (see allowPong); pingsDropped
+	// counts the PINGs that found it empty. Engine goroutine only.
+	pongs        bucket
 	pingsDropped atomic.Uint64
 
 	// madeBy is the From of the CONNECT whose address made this peer (0:
@@ -150,18 +148,10 @@ const (
 // reports whether there was one; a PING without is dropped and counted.
 // Engine goroutine.
 func (p *peer) allowPong(now int64) bool {
-	if p.pongAt == 0 {
-		p.pongs, p.pongAt = pongBurst, now
-	}
-	if d := now - p.pongAt; d > 0 {
-		p.pongs = min(pongBurst, p.pongs+float64(d)*pongRate/float64(time.Second))
-		p.pongAt = now
-	}
-	if p.pongs < 1 {
+	if !p.pongs.take(time.Unix(0, now), pongBurst, pongRate) {
 		p.pingsDropped.Add(1)
 		return false
 	}
-	p.pongs--
 	return true
 }
 
