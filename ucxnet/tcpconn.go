@@ -39,7 +39,11 @@ func (tl *tcpLane) closeWrite(c *Conn) error {
 // keeps it in CLOSE_WAIT until then; after both FINs Linux closes the
 // socket too, so then nothing can be told).
 func (tl *tcpLane) failed() bool {
-	return !tl.wshut.Load() && tcpClosed(tl.tc)
+	if tl.wshut.Load() {
+		return false
+	}
+	_, closed := tcpInfo(tl.tc)
+	return closed
 }
 
 // laneConns are a Transport's conns on the TCP lane and the lane's
@@ -49,7 +53,7 @@ type laneConns struct {
 	conns  map[*Conn]struct{}
 	closed bool
 
-	garbage, oversized, timeouts, overCap, dialed, accepted atomic.Uint64
+	garbage, oversized, timeouts, overCap atomic.Uint64
 }
 
 // LaneStats are a Transport's kernel-TCP lane counters.

@@ -7,26 +7,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tcpClosed reports whether tc's connection ended abnormally: state
-// TCP_CLOSE, which an orderly end (the peer's FIN: CLOSE_WAIT, TIME_WAIT,
-// ...) never reaches while the socket is open, but a reset or a kernel
-// timeout does.
-func tcpClosed(tc *net.TCPConn) bool {
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	closed := false
-	_ = rc.Control(func(fd uintptr) {
-		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-			closed = info.State == unix.BPF_TCP_CLOSE
-		}
-	})
-	return closed
-}
-
-// tcpInfo returns tc's smoothed round trip and whether it is in state
-// TCP_CLOSE (see tcpClosed); zero and false if the kernel does not say.
+// tcpInfo returns tc's smoothed round trip and whether its connection
+// ended abnormally: state TCP_CLOSE, which an orderly end (the peer's FIN:
+// CLOSE_WAIT, TIME_WAIT, ...) never reaches while the socket is open, but a
+// reset or a kernel timeout does. Zero and false if the kernel does not
+// say.
 func tcpInfo(tc *net.TCPConn) (rtt time.Duration, closed bool) {
 	rc, err := tc.SyscallConn()
 	if err != nil {
