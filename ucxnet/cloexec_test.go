@@ -21,71 +21,6 @@ import (
 	"github.com/ucxnet/ucxnet/registry"
 )
 
-// TestMarkCloexecKinds: a sweep marks sockets and epoll, eventfd and
-// timerfd instances that lack close-on-exec (as UCX creates them), and
-// leaves pipes and files alone (an application may mean a child to
-// inherit those).
-func TestMarkCloexecKinds(t *testing.T) {
-	sock, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
-	require.NoError(t, err)
-	ep, err := unix.EpollCreate(1)
-	require.NoError(t, err)
-	ev, err := unix.Eventfd(0, 0)
-	require.NoError(t, err)
-	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, 0)
-	require.NoError(t, err)
-	var pipe [2]int
-	require.NoError(t, unix.Pipe(pipe[:]))
-	file, err := unix.Open(os.DevNull, unix.O_RDONLY, 0)
-	require.NoError(t, err)
-	all := []int{sock, ep, ev, tfd, pipe[0], pipe[1], file}
-	t.Cleanup(func() {
-		for _, fd := range all {
-			unix.Close(fd)
-		}
-	})
-	for _, fd := range all {
-		require.False(t, cloexec(t, fd), "fd %d starts without FD_CLOEXEC", fd)
-	}
-
-	require.GreaterOrEqual(t, markCloexec(make([]byte, 4096)), 4)
-	for _, fd := range []int{sock, ep, ev, tfd} {
-		require.True(t, cloexec(t, fd), "%s not marked", fdLink(fd))
-	}
-	for _, fd := range []int{pipe[0], pipe[1], file} {
-		require.False(t, cloexec(t, fd), "%s marked", fdLink(fd))
-	}
-	require.Zero(t, markCloexec(make([]byte, 4096)), "a second sweep finds nothing")
-}
-
-func cloexec(t *testing.T, fd int) bool {
-	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-	require.NoError(t, err)
-	return flags&unix.FD_CLOEXEC != 0
-}
-
-func fdLink(fd int) string {
-	l, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
-	return fmt.Sprintf("fd %d (%s)", fd, l)
-}
-
-// BenchmarkMarkCloexec10k measures one sweep of a process holding 10,000
-// more sockets, all close-on-exec already (Go's): its steady state.
-func BenchmarkMarkCloexec10k(b *testing.B) {
-	for range 10000 {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer unix.Close(fd)
-	}
-	buf := make([]byte, 16<<10)
-	b.ResetTimer()
-	for b.Loop() {
-		markCloexec(buf)
-	}
-}
-
 // Environment of the exec-child helper.
 const (
 	execChildEnv = "UCXNET_TEST_EXEC_CHILD"
@@ -210,15 +145,19 @@ func TestExecChildHoldsNoUCXSockets(t *testing.T) {
 	requireCarriesOn(t, tr, c)
 }
 
-// inheritableFDs lists this process's descriptors that lack close-on-exec
-// and are of a kind the sweeps mark.
+// inheritableFDs lists this process's descriptors above 2 that lack
+// close-on-exec and are of a kind the sweeps mark: sockets and epoll,
+// eventfd and timerfd instances.
 func inheritableFDs() []int {
-	ents, _ := os.ReadDir("/proc/self/fd")
 	var fds []int
-	for _, e := range ents {
-		fd, _ := strconv.Atoi(e.Name())
+	for fd, l := range fdLinksOf(os.Getpid()) {
 		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-		if fd > 2 && err == nil && flags&unix.FD_CLOEXEC == 0 && inheritable(fd) {
+		if fd <= 2 || err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(l, "socket:"), l == "anon_inode:[eventpoll]",
+			l == "anon_inode:[eventfd]", l == "anon_inode:[timerfd]":
 			fds = append(fds, fd)
 		}
 	}
@@ -228,9 +167,16 @@ func inheritableFDs() []int {
 // fdLinks returns what each of process pid's descriptors links to.
 func fdLinks(t *testing.T, pid int) map[int]string {
 	t.Helper()
+	links := fdLinksOf(pid)
+	require.NotEmpty(t, links, "reading /proc/%d/fd", pid)
+	return links
+}
+
+// fdLinksOf returns what each of process pid's descriptors links to, or
+// nothing when /proc cannot tell.
+func fdLinksOf(pid int) map[int]string {
 	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
+	ents, _ := os.ReadDir(dir)
 	links := make(map[int]string, len(ents))
 	for _, e := range ents {
 		fd, _ := strconv.Atoi(e.Name())

@@ -30,10 +30,10 @@ func (h engineHandler) HandleEvents(evs []engine.Event) { h.t.handleEvents(evs) 
 
 // Tick implements engine.Ticker: the keepalive sweep, the watch over
 // the process's shared-memory FIFOs (smfifo_linux.go) and the close-on-exec
-// sweep (cloexec_linux.go) ride on the engine's wake-ups.
+// sweep (fdSweep) ride on the engine's wake-ups.
 func (h engineHandler) Tick(now time.Time) {
 	smWatch.tick(now)
-	fdSweep.tick(now)
+	fdSweep.Tick(now)
 	h.t.tick(now)
 }
 
