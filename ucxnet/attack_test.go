@@ -55,7 +55,7 @@ func TestAttackHelper(t *testing.T) {
 		// then one naming nobody.
 		for _, name := range []string{ln.Addr().String(), "nobody"} {
 			hello := stream.Hello{ConnID: uint64(100 + n), EagerMax: 1 << 20, Window: 1 << 16, Name: name,
-				WorkerAddr: addr, Nonce: newNonce()}
+				WorkerAddr: addr, Nonce: randomChallenge()}
 			b, err := hello.MarshalBinary()
 			require.NoError(t, err)
 			raw.sendFrame(t, stream.Header{Kind: stream.KindConnect}, b)

@@ -2,8 +2,8 @@ package ucxnet
 
 import (
 	"context"
-	"crypto/ecdh"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ucxnet/ucxnet/internal/auth"
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -98,8 +99,8 @@ func TestPSKReplay(t *testing.T) {
 	raw := newRawPeer(t, p.server)
 
 	// First handshake, done right by the raw peer with the key.
-	a := newDialAuth(key, name)
-	nd := a.nd
+	a := auth.Dial(key, name)
+	nd := a.Challenge()
 	handshake := func(id uint64) (lid uint64, nl []byte) {
 		hello := stream.Hello{ConnID: id, EagerMax: 1 << 20, Window: 1 << 20, Name: name, WorkerAddr: raw.eng.Address(), Nonce: nd}
 		b, err := hello.MarshalBinary()
@@ -128,8 +129,8 @@ func TestPSKReplay(t *testing.T) {
 		}
 	}
 	lid, nl := handshake(7)
-	a.nl = nl
-	mac, err := a.proof(roleDialer, 7, lid)
+	a.SetListenerChallenge(nl)
+	mac, err := a.Proof(auth.Dialer, 7, lid)
 	require.NoError(t, err)
 	proof := stream.Hello{ConnID: 7, EagerMax: 1 << 20, Window: 1 << 20, MAC: mac}
 	b, _ := proof.MarshalBinary()
@@ -177,7 +178,7 @@ func TestPSKNoOracle(t *testing.T) {
 	ln := pskListener(t, p, key)
 	raw := newRawPeer(t, p.server)
 	hello := stream.Hello{ConnID: 77, EagerMax: 1 << 20, Window: 1 << 20, Name: ln.Addr().String(),
-		WorkerAddr: raw.eng.Address(), Nonce: make([]byte, nonceLen)} // an attacker's fixed nonce
+		WorkerAddr: raw.eng.Address(), Nonce: make([]byte, auth.ChallengeLen)} // an attacker's fixed nonce
 	b, err := hello.MarshalBinary()
 	require.NoError(t, err)
 	raw.sendFrame(t, stream.Header{Kind: stream.KindConnect}, b)
@@ -190,7 +191,7 @@ func TestPSKNoOracle(t *testing.T) {
 			}
 			var reply stream.Hello
 			require.NoError(t, reply.UnmarshalBinary(f.data))
-			require.Len(t, reply.Nonce, nonceLen)
+			require.Len(t, reply.Nonce, auth.ChallengeLen)
 			require.Empty(t, reply.MAC, "ACCEPT to an unproven dialer carries a MAC")
 			// A wrong proof gets REFUSE, still with nothing computed from the key.
 			proof := stream.Hello{ConnID: 77, EagerMax: 1 << 20, Window: 1 << 20, MAC: make([]byte, 32)}
@@ -225,7 +226,7 @@ func TestPSKUnprovenDialsDoNotStarve(t *testing.T) {
 	raw := newRawPeer(t, p.server)
 	for i := range 64 {
 		hello := stream.Hello{ConnID: uint64(9000 + i), EagerMax: 1 << 20, Window: 1 << 20, Name: ln.Addr().String(),
-			WorkerAddr: raw.eng.Address(), Nonce: newNonce()}
+			WorkerAddr: raw.eng.Address(), Nonce: randomChallenge()}
 		b, _ := hello.MarshalBinary()
 		raw.sendFrame(t, stream.Header{Kind: stream.KindConnect}, b)
 	}
@@ -245,16 +246,16 @@ func TestPSKUnprovenDialsDoNotStarve(t *testing.T) {
 
 // capturedProof is what an impostor listener learns from one dial.
 type capturedProof struct {
-	nd, nl   []byte           // the dialer's and the impostor's challenges
-	did, lid uint64           // the conn ids
-	mac      []byte           // the dialer's proof (nil if it sent none)
-	y        *ecdh.PrivateKey // the impostor's CPace scalar
+	nd, nl   []byte          // the dialer's and the impostor's challenges
+	did, lid uint64          // the conn ids
+	mac      []byte          // the dialer's proof (nil if it sent none)
+	imp      *auth.Handshake // the impostor's side of the handshake, if it ran one
 }
 
 // impostorDial dials name with key; raw, found under name in the
 // registry, answers as an impostor listener: its ACCEPT carries the
 // challenge accept returns, and it keeps the dialer's AUTH and refuses it.
-func impostorDial(t *testing.T, p *pair, raw *rawPeer, name string, key []byte, accept func(nd []byte) (nl []byte, y *ecdh.PrivateKey)) (capturedProof, error) {
+func impostorDial(t *testing.T, p *pair, raw *rawPeer, name string, key []byte, accept func(nd []byte) (nl []byte, imp *auth.Handshake)) (capturedProof, error) {
 	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
@@ -275,7 +276,7 @@ func impostorDial(t *testing.T, p *pair, raw *rawPeer, name string, key []byte, 
 			case f.h.Kind == stream.KindConnect:
 				require.NoError(t, hello.UnmarshalBinary(f.data))
 				cp.nd, cp.did = hello.Nonce, hello.ConnID
-				cp.nl, cp.y = accept(cp.nd)
+				cp.nl, cp.imp = accept(cp.nd)
 				reply := stream.Hello{ConnID: cp.lid, EagerMax: 1 << 20, Window: 1 << 20, Name: name, LocalName: name, Nonce: cp.nl}
 				b, err := reply.MarshalBinary()
 				require.NoError(t, err)
@@ -324,10 +325,10 @@ func TestPSKDialerNoOracle(t *testing.T) {
 	const name = "impostor"
 	raw := newRawPeer(t, p.client)
 	require.NoError(t, reg.Register(t.Context(), registry.Entry{Name: name, Address: raw.eng.Address()}))
-	guessing := func(guess []byte) func(nd []byte) ([]byte, *ecdh.PrivateKey) {
-		return func(nd []byte) ([]byte, *ecdh.PrivateKey) {
-			a := newListenAuth(guess, name, nd, nil)
-			return a.nl, a.y
+	guessing := func(guess []byte) func(nd []byte) ([]byte, *auth.Handshake) {
+		return func(nd []byte) ([]byte, *auth.Handshake) {
+			imp := auth.Accept(guess, name, nd)
+			return imp.Challenge(), imp
 		}
 	}
 	wrong := []byte("Tr0ub4dor&3, not the key")
@@ -338,18 +339,17 @@ func TestPSKDialerNoOracle(t *testing.T) {
 	for _, c := range [][]byte{wrong, []byte("correct horse battery stapler"), []byte("sixteen byte key"), key} {
 		require.False(t, hmac.Equal(cp.mac, legacyDialerMAC(c, cp.nd, cp.nl, cp.did, cp.lid, name)),
 			"the proof verifies key %q offline (version 2 derivation)", c)
-		// The most the impostor can compute: the listener's side with the
-		// candidate key and its own scalar.
-		off := &authState{psk: c, name: name, nd: cp.nd, nl: cp.nl, listen: true, y: cp.y}
-		require.False(t, off.verify(roleDialer, cp.mac, cp.did, cp.lid), "the proof verifies key %q offline", c)
 	}
+	// The most the impostor can compute: the listener's side, with its
+	// own scalar (the session key depends on the key only through the
+	// share it sent).
+	require.False(t, cp.imp.Verify(auth.Dialer, cp.mac, cp.did, cp.lid), "the proof verifies offline")
 
 	// The online guess: an impostor whose share was made from the right
 	// key checks the proof (and so the verifier above is no straw man).
 	cp, err = impostorDial(t, p, raw, name, key, guessing(key))
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
-	off := &authState{psk: key, name: name, nd: cp.nd, nl: cp.nl, listen: true, y: cp.y}
-	require.True(t, off.verify(roleDialer, cp.mac, cp.did, cp.lid))
+	require.True(t, cp.imp.Verify(auth.Dialer, cp.mac, cp.did, cp.lid))
 }
 
 // Peers of the earlier keyed handshake (a 32-byte nonce, no CPace share)
@@ -363,7 +363,7 @@ func TestPSKOldPeers(t *testing.T) {
 	ln := pskListener(t, p, key)
 	raw := newRawPeer(t, p.server)
 	hello := stream.Hello{ConnID: 31, EagerMax: 1 << 20, Window: 1 << 20, Name: ln.Addr().String(),
-		WorkerAddr: raw.eng.Address(), Nonce: newNonce()[:32]}
+		WorkerAddr: raw.eng.Address(), Nonce: randomChallenge()[:32]}
 	b, err := hello.MarshalBinary()
 	require.NoError(t, err)
 	raw.sendFrame(t, stream.Header{Kind: stream.KindConnect}, b)
@@ -386,38 +386,18 @@ func TestPSKOldPeers(t *testing.T) {
 	const name = "old"
 	imp := newRawPeer(t, p.client)
 	require.NoError(t, reg.Register(t.Context(), registry.Entry{Name: name, Address: imp.eng.Address()}))
-	for what, nl := range map[string][]byte{"32-byte nonce": newNonce()[:32], "low-order share": make([]byte, nonceLen)} {
-		cp, err := impostorDial(t, p, imp, name, key, func([]byte) ([]byte, *ecdh.PrivateKey) { return nl, nil })
+	for what, nl := range map[string][]byte{"32-byte nonce": randomChallenge()[:32], "low-order share": make([]byte, auth.ChallengeLen)} {
+		cp, err := impostorDial(t, p, imp, name, key, func([]byte) ([]byte, *auth.Handshake) { return nl, nil })
 		require.ErrorIs(t, err, syscall.ECONNREFUSED, what)
 		require.ErrorContains(t, err, "bad authentication challenge", what)
 		require.Nil(t, cp.mac, "%s: the dialer sent a proof", what)
 	}
 }
 
-// Finding 10 of hostile-peer round 2: a key file owned by another user
-// (even mode 0600) was used; its owner knows and can change the key. It is
-// refused now, as are files that are not regular (a FIFO no longer blocks).
-func TestPSKKeyFileOwner(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "psk")
-	require.NoError(t, os.WriteFile(path, []byte("a key of more than sixteen bytes\n"), 0o600))
-	t.Setenv(EnvPSKFile, path)
-	_, err := resolvePSK(nil)
-	require.NoError(t, err, "a key file of this user")
-
-	fifo := filepath.Join(t.TempDir(), "fifo")
-	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	t.Setenv(EnvPSKFile, fifo)
-	_, err = resolvePSK(nil)
-	require.ErrorContains(t, err, "not a regular file")
-
-	if os.Geteuid() != 0 {
-		t.Skip("giving the file to another user needs root")
-	}
-	t.Setenv(EnvPSKFile, path)
-	require.NoError(t, os.Chown(path, 12345, 12345))
-	_, err = resolvePSK(nil)
-	require.ErrorContains(t, err, "owned by uid 12345")
-	require.NoError(t, os.Chown(path, 0, 0))
-	_, err = resolvePSK(nil)
-	require.NoError(t, err, "a key file of root")
+// randomChallenge returns auth.ChallengeLen random bytes: a challenge's
+// size, but no valid share behind it.
+func randomChallenge() []byte {
+	b := make([]byte, auth.ChallengeLen)
+	rand.Read(b)
+	return b
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ucxnet/ucxnet/internal/auth"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -41,7 +42,7 @@ func FuzzConnect(f *testing.F) {
 		return b
 	}
 	f.Add(seed(stream.Hello{ConnID: 1, EagerMax: 1 << 20, Window: 1 << 16, Name: "x"}))
-	f.Add(seed(stream.Hello{ConnID: 2, EagerMax: 1, Window: 1, Nonce: make([]byte, nonceLen), MAC: []byte{1}}))
+	f.Add(seed(stream.Hello{ConnID: 2, EagerMax: 1, Window: 1, Nonce: make([]byte, auth.ChallengeLen), MAC: []byte{1}}))
 	f.Add([]byte{0xff, 0xff, 0xff})
 	n := 0
 	f.Fuzz(func(t *testing.T, payload []byte) {

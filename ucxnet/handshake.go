@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/ucxnet/ucxnet/internal/auth"
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
@@ -98,7 +99,7 @@ func checkPeerLimits(h stream.Hello) error {
 func (t *Transport) sendConnect(c *Conn, name string) error {
 	hello := stream.Hello{
 		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window),
-		Name: name, LocalName: t.name, WorkerAddr: t.eng.Address(), Nonce: c.auth.nd,
+		Name: name, LocalName: t.name, WorkerAddr: t.eng.Address(), Nonce: c.auth.challenge(),
 		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version, Proc: selfProc(),
 	}
 	return t.sendHello(c.peer, stream.Header{Kind: stream.KindConnect}, hello)
@@ -137,7 +138,7 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 		t.refuseAddr(hello.WorkerAddr, hello.ConnID, stream.RefuseNoListener)
 		return
 	}
-	if l.psk != nil && len(hello.Nonce) != nonceLen {
+	if l.psk != nil && len(hello.Nonce) != auth.ChallengeLen {
 		t.authFailed()
 		t.refuseAddr(hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
 		return
@@ -208,7 +209,7 @@ func (t *Transport) sendAccept(c *Conn, name string) {
 	if c.auth != nil {
 		// Only our nonce: we prove nothing over the dialer's input until
 		// the dialer has proven it knows the key.
-		reply.Nonce = c.auth.nl
+		reply.Nonce = c.auth.challenge()
 	}
 	if err := t.sendHello(c.peer, stream.Header{Kind: stream.KindAccept, ConnID: c.remoteID}, reply); err != nil {
 		c.fail(withDetail(ErrReset, "sending ACCEPT: %v", err))
@@ -284,9 +285,9 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	a := c.auth
 	var authErr error
 	switch {
-	case a.psk == nil && hello.Nonce != nil:
+	case a.hs == nil && hello.Nonce != nil:
 		authErr = withDetail(ErrRefused, "listener %q requires a pre-shared key", a.name)
-	case a.psk != nil && hello.Nonce == nil:
+	case a.hs != nil && hello.Nonce == nil:
 		authErr = withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", a.name)
 	}
 	if authErr != nil {
@@ -297,7 +298,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		c.abort(stream.RstAbort, authErr, rstAlways) // the dial fails with it
 		return
 	}
-	if a.psk == nil {
+	if a.hs == nil {
 		c.state = stateOpen
 		close(c.dialDone)
 		c.mu.Unlock()
@@ -305,9 +306,9 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	}
 	// Prove we know the key; the dial completes on the listener's proof
 	// (handleAuth).
-	a.nl = hello.Nonce
+	a.hs.SetListenerChallenge(hello.Nonce)
 	a.proving = true
-	mac, err := a.proof(roleDialer, c.id, c.remoteID)
+	mac, err := a.hs.Proof(auth.Dialer, c.id, c.remoteID)
 	if err != nil {
 		c.mu.Unlock()
 		c.t.authFailed()
@@ -337,7 +338,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		return
 	}
 	var hello stream.Hello
-	ok := hello.UnmarshalBinary(payload) == nil && a.verify(roleDialer, hello.MAC, c.remoteID, c.id)
+	ok := hello.UnmarshalBinary(payload) == nil && a.hs.Verify(auth.Dialer, hello.MAC, c.remoteID, c.id)
 	if !ok {
 		c.failLocked(withDetail(ErrRefused, "dialer failed authentication"))
 		c.mu.Unlock()
@@ -362,7 +363,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		return
 	}
 	c.t.stats.accepts.Add(1)
-	mac, _ := a.proof(roleListener, c.remoteID, c.id) // the dialer's proof checked out: ISK is known
+	mac, _ := a.hs.Proof(auth.Listener, c.remoteID, c.id) // the dialer's proof checked out: ISK is known
 	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(min(preAcceptWindow, c.t.cfg.Window)),
 		MAC: mac}
 	_ = c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, Flags: stream.FlagReply, ConnID: c.remoteID}, reply)
@@ -385,7 +386,7 @@ func (c *Conn) handleListenerProof(payload []byte) {
 		return
 	}
 	var hello stream.Hello
-	ok := hello.UnmarshalBinary(payload) == nil && a.verify(roleListener, hello.MAC, c.id, c.remoteID)
+	ok := hello.UnmarshalBinary(payload) == nil && a.hs.Verify(auth.Listener, hello.MAC, c.id, c.remoteID)
 	if !ok {
 		c.mu.Unlock()
 		c.t.authFailed()

@@ -107,7 +107,7 @@ func TestMemPSKUnprovenDialerKeepsPeerFrom(t *testing.T) {
 
 	const attacker = 777_777 // an endpoint the server has never heard of
 	hello := stream.Hello{ConnID: 4242, EagerMax: 1 << 20, Window: 1 << 20, Name: ln.Addr().String(),
-		WorkerAddr: p.client.eng.Address(), Nonce: newNonce()}
+		WorkerAddr: p.client.eng.Address(), Nonce: randomChallenge()}
 	b, err := hello.MarshalBinary()
 	require.NoError(t, err)
 	h := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ucxnet/ucxnet/internal/auth"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -233,7 +234,7 @@ func (c *Conn) dialPreamble(name string, psk []byte) error {
 	b = binary.LittleEndian.AppendUint64(b, c.id)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(name)))
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(local)))
-	b = append(append(append(b, name...), local...), a.nd...)
+	b = append(append(append(b, name...), local...), a.challenge()...)
 	if _, err := tc.Write(b); err != nil {
 		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
 	}
@@ -257,17 +258,18 @@ func (c *Conn) dialPreamble(name string, psk []byte) error {
 	case psk == nil:
 		return nil
 	}
-	a.nl = make([]byte, nonceLen)
-	if _, err := io.ReadFull(tc, a.nl); err != nil {
+	nl := make([]byte, auth.ChallengeLen)
+	if _, err := io.ReadFull(tc, nl); err != nil {
 		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
 	}
+	a.hs.SetListenerChallenge(nl)
 	return c.proveTCP(a, lid, name)
 }
 
 // proveTCP sends the dialer's proof and checks the listener's.
 func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 	tc := c.lane.tc
-	mac, err := a.proof(roleDialer, c.id, lid)
+	mac, err := a.hs.Proof(auth.Dialer, c.id, lid)
 	if err != nil {
 		c.t.authFailed()
 		return withDetail(ErrRefused, "listener %q: %v", name, err)
@@ -283,11 +285,11 @@ func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 		c.t.authFailed()
 		return err
 	}
-	theirs := make([]byte, macLen)
+	theirs := make([]byte, auth.MACLen)
 	if _, err := io.ReadFull(tc, theirs); err != nil {
 		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
 	}
-	if !a.verify(roleListener, theirs, c.id, lid) {
+	if !a.hs.Verify(auth.Listener, theirs, c.id, lid) {
 		c.t.authFailed()
 		return withDetail(ErrRefused, "listener %q failed to prove the pre-shared key", name)
 	}

@@ -10,7 +10,7 @@ package ucxnet
 //
 //	dialer:   magic "UCXNTCP\x01", flags (1: PSK), 0, dialer id u64,
 //	          name length u16, local name length u16, name, local name,
-//	          [challenge: nonceLen bytes, with a PSK]
+//	          [challenge: 64 bytes, with a PSK]
 //	listener: magic, status, flags (1: PSK), listener id u64,
 //	          [challenge, with a PSK and status 0]
 //	with a PSK: dialer's proof (32 bytes); listener: status, [its proof]
@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ucxnet/ucxnet/internal/auth"
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -43,9 +44,8 @@ const tcpMagic = "UCXNTCP\x01"
 const (
 	tcpHelloFixed = len(tcpMagic) + 1 + 1 + 8 + 2 + 2 // dialer's fixed part
 	tcpReplyFixed = len(tcpMagic) + 1 + 1 + 8         // listener's fixed part
-	macLen        = 32
 	// maxPreamble is the most a dialer's preamble may hold.
-	maxPreamble = tcpHelloFixed + 2*255 + nonceLen
+	maxPreamble = tcpHelloFixed + 2*255 + auth.ChallengeLen
 	// maxPendingTCP bounds a listener's TCP conns whose preamble is not
 	// done; more are closed at once.
 	maxPendingTCP = 64
@@ -349,7 +349,7 @@ func readTCPHello(r io.Reader) (tcpHello, error) {
 	}
 	n := nl + ll
 	if h.psk {
-		n += nonceLen
+		n += auth.ChallengeLen
 	}
 	rest := make([]byte, n)
 	if _, err := io.ReadFull(r, rest); err != nil {
@@ -439,21 +439,21 @@ func (tl *tcpListener) handshake(tc *net.TCPConn) (_ *Conn, err error) {
 		return c, nil
 	}
 	a := newListenAuth(l.psk, l.addr.Name, h.challenge, l)
-	if _, err := tc.Write(appendTCPReply(nil, tcpOK, true, id, a.nl)); err != nil {
+	if _, err := tc.Write(appendTCPReply(nil, tcpOK, true, id, a.challenge())); err != nil {
 		return nil, err
 	}
-	mac := make([]byte, macLen)
+	mac := make([]byte, auth.MACLen)
 	if _, err := io.ReadFull(tc, mac); err != nil {
 		t.authFailed()
 		t.lanes.countPreambleErr(err)
 		return nil, err
 	}
-	if !a.verify(roleDialer, mac, h.id, id) {
+	if !a.hs.Verify(auth.Dialer, mac, h.id, id) {
 		t.authFailed()
 		_, _ = tc.Write([]byte{tcpAuthFailed})
 		return nil, errRefusedTCP
 	}
-	proof, err := a.proof(roleListener, h.id, id)
+	proof, err := a.hs.Proof(auth.Listener, h.id, id)
 	if err != nil {
 		return nil, err
 	}

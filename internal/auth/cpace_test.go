@@ -1,4 +1,4 @@
-package ucxnet
+package auth
 
 import (
 	"encoding/hex"
@@ -71,40 +71,5 @@ func TestPSKCPaceLowOrderShares(t *testing.T) {
 		k, err := x25519(s, unhex(t, u))
 		require.NoError(t, err)
 		require.Equal(t, q, hex.EncodeToString(k))
-	}
-
-	// In the handshake: a listener's challenge carrying a low-order share
-	// gives the dialer no session key, so it computes no proof.
-	a := newDialAuth([]byte("correct horse battery staple"), "x")
-	a.nl = make([]byte, nonceLen)
-	_, err := a.proof(roleDialer, 1, 2)
-	require.ErrorIs(t, err, errBadChallenge)
-	require.False(t, a.verify(roleListener, nil, 1, 2))
-}
-
-// Two sides with the same key and name agree on the session key, and
-// with different keys or names they do not.
-func TestPSKCPaceAgreement(t *testing.T) {
-	key := []byte("correct horse battery staple")
-	for _, tc := range []struct {
-		name          string
-		lkey, lname   string
-		wantAgreement bool
-	}{{"same", string(key), "svc", true}, {"other key", "correct horse battery stapl3", "svc", false}, {"other name", string(key), "svc2", false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := newDialAuth(key, "svc")
-			l := newListenAuth([]byte(tc.lkey), tc.lname, d.nd, nil)
-			d.nl = l.nl
-			mac, err := d.proof(roleDialer, 1, 2)
-			require.NoError(t, err)
-			require.Equal(t, tc.wantAgreement, l.verify(roleDialer, mac, 1, 2))
-			require.False(t, l.verify(roleDialer, mac, 1, 3), "a proof for other conn ids")
-			if tc.wantAgreement {
-				lmac, err := l.proof(roleListener, 1, 2)
-				require.NoError(t, err)
-				require.True(t, d.verify(roleListener, lmac, 1, 2))
-				require.False(t, d.verify(roleListener, mac, 1, 2), "the dialer's proof reflected")
-			}
-		})
 	}
 }

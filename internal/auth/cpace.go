@@ -1,4 +1,4 @@
-package ucxnet
+package auth
 
 import (
 	"crypto/ecdh"
@@ -21,8 +21,7 @@ import (
 // the session key ISK hashes K with both shares. A peer without the key
 // learns nothing it can test guesses against offline: with a share made
 // from a guessed key it tests that one guess, and only by completing the
-// handshake. auth.go proves knowledge of ISK in the handshake.
-
+// handshake. Handshake proves knowledge of ISK.
 // cpaceDSI is the suite's domain separation string.
 const cpaceDSI = "CPace255"
 
