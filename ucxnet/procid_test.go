@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -26,7 +25,7 @@ import (
 // the identity its Hello would carry.
 func sleepingChild(t *testing.T) (*exec.Cmd, stream.ProcID) {
 	t.Helper()
-	self := selfProc()
+	self := procstat.Self()
 	require.NotZero(t, self.PID, "this process has no identity")
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
@@ -39,47 +38,6 @@ func sleepingChild(t *testing.T) (*exec.Cmd, stream.ProcID) {
 	st, err := procstat.Read(cmd.Process.Pid)
 	require.NoError(t, err)
 	return cmd, stream.ProcID{PID: uint32(cmd.Process.Pid), Start: st.Start, PidNS: self.PidNS, Boot: self.Boot}
-}
-
-// TestProcStoppedRules: only a stopped or traced process of this user,
-// boot and pid namespace, with the start time named, counts as stopped.
-func TestProcStoppedRules(t *testing.T) {
-	self := selfProc()
-	cmd, id := sleepingChild(t)
-	require.False(t, procStopped(id), "a sleeping process is not stopped")
-	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
-	require.Eventually(t, func() bool { return procStopped(id) }, 10*time.Second, time.Millisecond)
-	for name, mod := range map[string]func(*stream.ProcID){
-		"start time": func(id *stream.ProcID) { id.Start++ },
-		"boot":       func(id *stream.ProcID) { id.Boot[0] ^= 1 },
-		"pid ns":     func(id *stream.ProcID) { id.PidNS++ },
-		"pid":        func(id *stream.ProcID) { id.PID = 0 },
-	} {
-		other := id
-		mod(&other)
-		require.False(t, procStopped(other), "another %s", name)
-	}
-	require.False(t, procStopped(self), "this process")
-	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
-	require.Eventually(t, func() bool { return !procStopped(id) }, 10*time.Second, time.Millisecond)
-
-	// A debugger's stop: attached with ptrace, the process is in a tracing
-	// stop (state 't').
-	runtime.LockOSThread() // ptrace requests come from the tracing thread
-	defer runtime.UnlockOSThread()
-	if err := syscall.PtraceAttach(cmd.Process.Pid); err != nil {
-		t.Skip("ptrace is not allowed here:", err)
-	}
-	var ws syscall.WaitStatus
-	_, err := syscall.Wait4(cmd.Process.Pid, &ws, syscall.WALL, nil)
-	require.NoError(t, err)
-	require.True(t, ws.Stopped(), "%v", ws)
-	st, err := procstat.Read(cmd.Process.Pid)
-	require.NoError(t, err)
-	require.Equal(t, byte('t'), st.State)
-	require.True(t, procStopped(id), "a traced process is stopped")
-	require.NoError(t, syscall.PtraceDetach(cmd.Process.Pid))
-	require.Eventually(t, func() bool { return !procStopped(id) }, 10*time.Second, time.Millisecond)
 }
 
 // TestStoppedPeerKept: a peer process stopped (SIGSTOP, as a debugger
@@ -203,7 +161,7 @@ func TestKeepStoppedResumeGrace(t *testing.T) {
 
 	require.False(t, tr.keepStopped(p, now), "running, never found stopped")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
-	require.Eventually(t, func() bool { return procStopped(id) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return stopped(id) }, 10*time.Second, time.Millisecond)
 	now += int64(ka)
 	require.True(t, tr.keepStopped(p, now), "stopped")
 	require.Equal(t, now, p.lastRecv.Load(), "a stop counts as a sign of life")
@@ -211,7 +169,7 @@ func TestKeepStoppedResumeGrace(t *testing.T) {
 	require.True(t, tr.keepStopped(p, now), "still stopped")
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
-	require.Eventually(t, func() bool { return !procStopped(id) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !stopped(id) }, 10*time.Second, time.Millisecond)
 	now += int64(ka)
 	require.True(t, tr.keepStopped(p, now), "resumed since the last check: spared once")
 	now += int64(ka)
@@ -220,9 +178,15 @@ func TestKeepStoppedResumeGrace(t *testing.T) {
 
 	// A stop long ago gives no grace.
 	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
-	require.Eventually(t, func() bool { return procStopped(id) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return stopped(id) }, 10*time.Second, time.Millisecond)
 	require.True(t, tr.keepStopped(p, now))
 	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
-	require.Eventually(t, func() bool { return !procStopped(id) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !stopped(id) }, 10*time.Second, time.Millisecond)
 	require.False(t, tr.keepStopped(p, now+int64(3*ka)), "resumed, but the stop was seen 3 KeepAlives ago")
+}
+
+// stopped reports whether id names a process that procstat finds stopped.
+func stopped(id stream.ProcID) bool {
+	state, ok := procstat.StateOf(id)
+	return ok && procstat.Stopped(state)
 }

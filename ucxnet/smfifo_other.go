@@ -15,3 +15,5 @@ func (w *smWatcher) tick(time.Time) {}
 func (w *smWatcher) notePeerFailure(time.Time) {}
 
 func (w *smWatcher) repairs() uint64 { return w.repaired }
+
+func (w *smWatcher) noteStoppedPeer(time.Time) {}
