@@ -132,6 +132,28 @@ func printBench(w io.Writer, r *benchReport, el time.Duration) {
 	}
 	fmt.Fprintln(w)
 
+	table, compared := r.table()
+	printTable(w, table)
+	if compared {
+		fmt.Fprintf(w, "(ucx vs X: >1x means ucx is better: for latency and CPU it is X/ucx, i.e. \"x faster\" / \"x less CPU\"; for rates ucx/X)\n")
+	}
+	fmt.Fprintf(w, "(MB/s = 10^6 bytes/s; rt/s = round trips/s of all conns together; streams are acknowledged by the server, so they time delivery; CPU is user+sys of both processes)\n")
+	for _, t := range r.Transports {
+		if c := r.CPU[t]; c != nil {
+			fmt.Fprintf(w, "  %-5s streamed %.2f GB: client %.2f s CPU, server %.2f s CPU\n", t, float64(c.Bytes)/1e9, c.ClientSec, c.ServerSec)
+		}
+	}
+	if r.Perftest != nil {
+		fmt.Fprintln(w)
+		printPerftest(w, r)
+	}
+	fmt.Fprintf(w, "\nbench finished in %v\n", el.Round(100*time.Millisecond))
+}
+
+// table lays the rows out as cells, a header line first: a column per
+// transport and, when ucx was measured, one comparing ucx with each other
+// transport (compared reports whether there is such a column).
+func (r *benchReport) table() (table [][]string, compared bool) {
 	var others []string
 	hasUCX := false
 	for _, t := range r.Transports {
@@ -141,33 +163,40 @@ func printBench(w io.Writer, r *benchReport, el time.Duration) {
 			others = append(others, t)
 		}
 	}
-	header := []string{""}
-	header = append(header, r.Transports...)
-	if hasUCX {
-		for _, o := range others {
-			header = append(header, "ucx vs "+o)
-		}
+	if !hasUCX {
+		others = nil
 	}
-	table := [][]string{header}
+	header := append([]string{""}, r.Transports...)
+	for _, o := range others {
+		header = append(header, "ucx vs "+o)
+	}
+	table = [][]string{header}
 	for _, row := range r.Rows {
 		line := []string{row.Label}
 		for _, t := range r.Transports {
 			line = append(line, fmtValue(row.Values[t], row.Unit))
 		}
-		if hasUCX {
-			for _, o := range others {
-				u, v := row.Values["ucx"], row.Values[o]
-				if row.Better == "lower" {
-					u, v = v, u
-				}
-				line = append(line, ratio(u, v))
+		for _, o := range others {
+			u, v := row.Values["ucx"], row.Values[o]
+			if row.Better == "lower" {
+				u, v = v, u
 			}
+			line = append(line, ratio(u, v))
 		}
 		table = append(table, line)
 	}
-	widths := make([]int, len(header))
+	return table, len(others) > 0
+}
+
+// printTable prints the cells in aligned columns: the first left-aligned,
+// the others right-aligned.
+func printTable(w io.Writer, table [][]string) {
+	var widths []int
 	for _, l := range table {
 		for i, c := range l {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
 			widths[i] = max(widths[i], len([]rune(c)))
 		}
 	}
@@ -183,20 +212,6 @@ func printBench(w io.Writer, r *benchReport, el time.Duration) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(sb.String(), " "))
 	}
-	if hasUCX && len(others) > 0 {
-		fmt.Fprintf(w, "(ucx vs X: >1x means ucx is better: for latency and CPU it is X/ucx, i.e. \"x faster\" / \"x less CPU\"; for rates ucx/X)\n")
-	}
-	fmt.Fprintf(w, "(MB/s = 10^6 bytes/s; rt/s = round trips/s of all conns together; streams are acknowledged by the server, so they time delivery; CPU is user+sys of both processes)\n")
-	for _, t := range r.Transports {
-		if c := r.CPU[t]; c != nil {
-			fmt.Fprintf(w, "  %-5s streamed %.2f GB: client %.2f s CPU, server %.2f s CPU\n", t, float64(c.Bytes)/1e9, c.ClientSec, c.ServerSec)
-		}
-	}
-	if r.Perftest != nil {
-		fmt.Fprintln(w)
-		printPerftest(w, r)
-	}
-	fmt.Fprintf(w, "\nbench finished in %v\n", el.Round(100*time.Millisecond))
 }
 
 func fmtValue(v float64, unit string) string {

@@ -25,7 +25,10 @@ func runBench(ctx context.Context, sio *stdio, o benchOptions) error {
 
 func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 	t0 := time.Now()
-	rep := &benchReport{
+	r := &benchRun{o: o, prog: newProgressLine(sio.Err)}
+	defer r.close()
+	r.onClose(r.prog.clear)
+	r.rep = &benchReport{
 		UCXVersion: ucxnet.UCX().Version,
 		UCXTLS:     os.Getenv("UCX_TLS"),
 		Duration:   o.duration.String(),
@@ -33,84 +36,144 @@ func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 		Sizes:      o.sizes,
 		CPU:        map[string]*cpu{},
 	}
-	rep.benchRows(o.sizes, o.workloads)
-	prog := newProgressLine(sio.Err)
-	defer prog.clear()
-
-	var (
-		ut    *ucxnet.Transport
-		peer  benchPeer
-		addrs map[string]map[string]string
-	)
+	r.rep.benchRows(o.sizes, o.workloads)
+	setUp := r.startServer
 	if o.remote != "" {
-		rep.Server = o.remote
-		o.perftest = false
-		prog.set("dialing the bench server %s", o.remote)
-		var err error
-		if ut, err = ucxnet.NewTransport(ucxnet.Config{}); err != nil {
-			return err
-		}
-		defer ut.Close()
-		r, err := dialBenchRemote(ctx, ut, o.remote, o.transports)
-		if err != nil {
-			return err
-		}
-		defer r.close()
-		peer, addrs = r, r.addrs
-	} else {
-		dir, spec, reg, err := privateRegistry("ucxnet-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-
-		prog.set("starting the server process")
-		child, err := startBenchServer(ctx, sio, spec, dir, o.transports)
-		if err != nil {
-			return err
-		}
-		defer child.stop()
-		// A signal ends the run: killing the child unblocks whatever waits
-		// on it.
-		stopWatch := context.AfterFunc(ctx, child.kill)
-		defer stopWatch()
-		peer, addrs = child, child.addrs
-
-		if slices.Contains(o.transports, "ucx") {
-			if ut, err = ucxnet.NewTransport(ucxnet.Config{Registry: reg}); err != nil {
-				return err
-			}
-			defer ut.Close()
-		}
+		setUp = r.dialServer
 	}
+	if err := setUp(ctx, sio); err != nil {
+		return err
+	}
+	if err := r.startProfile(); err != nil {
+		return err
+	}
+	if err := r.measure(ctx); err != nil {
+		return err
+	}
+	if err := r.perftest(ctx); err != nil {
+		return err
+	}
+	r.prog.clear()
 
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
+	if o.json {
+		enc := json.NewEncoder(sio.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r.rep)
+	}
+	printBench(sio.Out, r.rep, time.Since(t0))
+	return nil
+}
+
+// benchRun is one run of bench: the server it measures against, the
+// client's ucxnet transport, the report it fills in and what to undo at
+// its end.
+type benchRun struct {
+	o     benchOptions
+	rep   *benchReport
+	prog  *progressLine
+	ut    *ucxnet.Transport // nil when the server is local and ucx is not measured
+	peer  benchPeer
+	addrs map[string]map[string]string // transport → service → address
+	undo  []func()
+}
+
+// onClose adds f to what close does; close runs the latest first.
+func (r *benchRun) onClose(f func()) { r.undo = append(r.undo, f) }
+
+// close undoes the run's set-up, the last step first.
+func (r *benchRun) close() {
+	for i := len(r.undo) - 1; i >= 0; i-- {
+		r.undo[i]()
+	}
+}
+
+// dialServer connects to the bench server named by --remote (bench
+// --serve on another host), which runs no ucx_perftest.
+func (r *benchRun) dialServer(ctx context.Context, _ *stdio) error {
+	r.rep.Server = r.o.remote
+	r.o.perftest = false
+	r.prog.set("dialing the bench server %s", r.o.remote)
+	ut, err := ucxnet.NewTransport(ucxnet.Config{})
+	if err != nil {
+		return err
+	}
+	r.ut = ut
+	r.onClose(func() { ut.Close() })
+	rem, err := dialBenchRemote(ctx, ut, r.o.remote, r.o.transports)
+	if err != nil {
+		return err
+	}
+	r.onClose(rem.close)
+	r.peer, r.addrs = rem, rem.addrs
+	return nil
+}
+
+// startServer starts the bench server as a child process, with a private
+// registry that the two processes share.
+func (r *benchRun) startServer(ctx context.Context, sio *stdio) error {
+	dir, spec, reg, err := privateRegistry("ucxnet-bench-")
+	if err != nil {
+		return err
+	}
+	r.onClose(func() { os.RemoveAll(dir) })
+	r.prog.set("starting the server process")
+	child, err := startBenchServer(ctx, sio, spec, dir, r.o.transports)
+	if err != nil {
+		return err
+	}
+	r.onClose(child.stop)
+	// A signal ends the run: killing the child unblocks whatever waits
+	// on it.
+	stopWatch := context.AfterFunc(ctx, child.kill)
+	r.onClose(func() { stopWatch() })
+	r.peer, r.addrs = child, child.addrs
+	if slices.Contains(r.o.transports, "ucx") {
+		ut, err := ucxnet.NewTransport(ucxnet.Config{Registry: reg})
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		r.ut = ut
+		r.onClose(func() { ut.Close() })
 	}
+	return nil
+}
+
+// startProfile starts the CPU profile that --cpuprofile asks for.
+func (r *benchRun) startProfile() error {
+	if r.o.cpuProfile == "" {
+		return nil
+	}
+	f, err := os.Create(r.o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	r.onClose(func() { f.Close() })
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	r.onClose(pprof.StopCPUProfile)
+	return nil
+}
+
+// measure runs the workloads over each transport, one transport after
+// another, then the idle workload over all of them.
+func (r *benchRun) measure(ctx context.Context) error {
 	var bs []*benchTransport
-	for _, tr := range o.transports {
+	for _, tr := range r.o.transports {
 		b := &benchTransport{
-			name: tr, addrs: addrs[tr], ut: ut, dur: o.duration,
-			prog: func(what string) { prog.set("%s: %s", tr, what) },
+			name: tr, addrs: r.addrs[tr], ut: r.ut, dur: r.o.duration,
+			prog: func(what string) { r.prog.set("%s: %s", tr, what) },
 		}
 		bs = append(bs, b)
-		if err := b.run(ctx, rep, peer, o.sizes, o.workloads); err != nil {
+		if err := b.run(ctx, r.rep, r.peer, r.o.sizes, r.o.workloads); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("%s: %w", tr, err)
 		}
 	}
-	if o.workloads["idle"] {
-		if err := runIdle(ctx, rep, bs, o.duration, func(what string) { prog.set("%s", what) }); err != nil {
+	if r.o.workloads["idle"] {
+		if err := runIdle(ctx, r.rep, bs, r.o.duration, func(what string) { r.prog.set("%s", what) }); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -119,29 +182,24 @@ func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 	}
 	for _, b := range bs {
 		if b.name == "ucx" {
-			rep.UCXVia, rep.UCXLane = b.via, b.lane
+			r.rep.UCXVia, r.rep.UCXLane = b.via, b.lane
 		}
 	}
-
-	if o.perftest {
-		if path, err := exec.LookPath("ucx_perftest"); err == nil {
-			rep.Perftest = runPerftest(ctx, path, o, rep, func(what string) { prog.set("ucx_perftest: %s", what) })
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-		} else {
-			rep.Perftest = &perftestReport{Error: "ucx_perftest is not on PATH"}
-		}
-	}
-	prog.clear()
-
-	if o.json {
-		enc := json.NewEncoder(sio.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printBench(sio.Out, rep, time.Since(t0))
 	return nil
+}
+
+// perftest adds ucx_perftest's numbers when asked for and it is on PATH.
+func (r *benchRun) perftest(ctx context.Context) error {
+	if !r.o.perftest {
+		return nil
+	}
+	path, err := exec.LookPath("ucx_perftest")
+	if err != nil {
+		r.rep.Perftest = &perftestReport{Error: "ucx_perftest is not on PATH"}
+		return nil
+	}
+	r.rep.Perftest = runPerftest(ctx, path, r.o, r.rep, func(what string) { r.prog.set("ucx_perftest: %s", what) })
+	return ctx.Err()
 }
 
 // benchTransport runs the measurements of one transport.

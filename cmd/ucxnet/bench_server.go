@@ -76,88 +76,21 @@ type benchServe struct {
 }
 
 func runBenchServer(ctx context.Context, sio *stdio, transports []string, sv benchServe) error {
-	var (
-		lns   []benchListener
-		addrs = map[string]map[string]string{}
-		ut    *ucxnet.Transport
-		ctl   net.Listener
-	)
-	defer func() {
-		for _, l := range lns {
-			l.ln.Close()
-		}
-		if ctl != nil {
-			ctl.Close()
-		}
-		if ut != nil {
-			ut.Close()
-		}
-	}()
-	tcpHost := "127.0.0.1"
+	s := &benchServer{sv: sv, addrs: map[string]map[string]string{}, tcpHost: "127.0.0.1"}
+	defer s.close()
 	if sv.name != "" {
-		var err error
-		if ut, err = ucxnet.DefaultTransport(); err != nil {
-			return err
-		}
-		if ctl, err = (&ucxnet.ListenConfig{Transport: ut}).Listen(ctx, "ucx", sv.name); err != nil {
-			return fmt.Errorf("control listener: %w", err)
-		}
-		if tcpHost, err = serveTCPHost(ut, sv); err != nil {
+		if err := s.openControl(ctx); err != nil {
 			return err
 		}
 	}
 	for _, tr := range transports {
-		addrs[tr] = map[string]string{}
-		for _, svc := range benchServices {
-			var (
-				ln  net.Listener
-				err error
-			)
-			switch tr {
-			case "ucx":
-				if ut == nil {
-					if ut, err = ucxnet.DefaultTransport(); err != nil {
-						return err
-					}
-				}
-				name := "bench-" + svc + "-" + registry.UniqueName()
-				if sv.name != "" {
-					name = sv.name + "-" + svc
-				}
-				lc := ucxnet.ListenConfig{Transport: ut}
-				ln, err = lc.Listen(ctx, "ucx", name)
-			case "tcp":
-				ln, err = net.Listen("tcp", net.JoinHostPort(tcpHost, "0"))
-			case "unix":
-				if sv.dir == "" {
-					return usagef("--dir is required with unix")
-				}
-				ln, err = net.Listen("unix", filepath.Join(sv.dir, svc+".sock"))
-			}
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", tr, svc, err)
-			}
-			lns = append(lns, benchListener{svc, ln})
-			addrs[tr][svc] = ln.Addr().String()
+		if err := s.listen(ctx, tr); err != nil {
+			return err
 		}
 	}
-
-	errc := make(chan error, len(lns)+1)
-	var servers []*http.Server
-	for _, l := range lns {
-		switch l.svc {
-		case svcHTTP:
-			s := &http.Server{Handler: benchHTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
-			servers = append(servers, s)
-			go func() { errc <- s.Serve(l.ln) }()
-		case svcEcho:
-			go func() { errc <- serveConns(l.ln, benchEcho) }()
-		case svcSink:
-			go func() { errc <- serveConns(l.ln, benchSink) }()
-		}
-	}
-
-	b, err := json.Marshal(addrs)
+	errc := make(chan error, len(s.lns)+1)
+	servers := s.serve(errc)
+	b, err := json.Marshal(s.addrs)
 	if err != nil {
 		return err
 	}
@@ -170,13 +103,13 @@ func runBenchServer(ctx context.Context, sio *stdio, transports []string, sv ben
 	// Commands: on stdin until EOF (bench's child), or on each conn to the
 	// control listener until a signal.
 	cmdDone := make(chan error, 1)
-	if ctl == nil {
+	if s.ctl == nil {
 		go func() { cmdDone <- benchCommands(sio.In, sio.Out, b) }()
 	} else {
 		fmt.Fprintf(sio.Err, "bench server %s: ucx %s, Go TCP on %s; run \"ucxnet bench --remote %s\" with the same registry; Ctrl-C ends it\n",
-			sv.name, sv.name+"-{echo,sink,http}", tcpHost, sv.name)
+			sv.name, sv.name+"-{echo,sink,http}", s.tcpHost, sv.name)
 		go func() {
-			errc <- serveConns(ctl, func(c net.Conn) { benchCommands(c, c, b) })
+			errc <- serveConns(s.ctl, func(c net.Conn) { benchCommands(c, c, b) })
 		}()
 	}
 	var serr error
@@ -187,13 +120,124 @@ func runBenchServer(ctx context.Context, sio *stdio, transports []string, sv ben
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	for _, s := range servers {
-		s.Shutdown(sctx)
+	for _, hs := range servers {
+		hs.Shutdown(sctx)
 	}
 	if serr != nil && !errors.Is(serr, http.ErrServerClosed) && !errors.Is(serr, net.ErrClosed) {
 		return serr
 	}
 	return nil
+}
+
+// benchServer holds the listeners of a bench server.
+type benchServer struct {
+	sv      benchServe
+	lns     []benchListener
+	addrs   map[string]map[string]string // transport → service → address
+	ut      *ucxnet.Transport            // nil until a ucx listener needs it
+	ctl     net.Listener                 // the control listener of bench --serve; nil for bench's child
+	tcpHost string                       // host the Go TCP servers listen on
+}
+
+// close closes every listener and the ucxnet transport.
+func (s *benchServer) close() {
+	for _, l := range s.lns {
+		l.ln.Close()
+	}
+	if s.ctl != nil {
+		s.ctl.Close()
+	}
+	if s.ut != nil {
+		s.ut.Close()
+	}
+}
+
+// transport is the server's ucxnet transport, made on first use.
+func (s *benchServer) transport() (*ucxnet.Transport, error) {
+	if s.ut == nil {
+		ut, err := ucxnet.DefaultTransport()
+		if err != nil {
+			return nil, err
+		}
+		s.ut = ut
+	}
+	return s.ut, nil
+}
+
+// openControl opens the control listener of bench --serve and picks the Go
+// TCP servers' host.
+func (s *benchServer) openControl(ctx context.Context) error {
+	ut, err := s.transport()
+	if err != nil {
+		return err
+	}
+	if s.ctl, err = (&ucxnet.ListenConfig{Transport: ut}).Listen(ctx, "ucx", s.sv.name); err != nil {
+		return fmt.Errorf("control listener: %w", err)
+	}
+	s.tcpHost, err = serveTCPHost(ut, s.sv)
+	return err
+}
+
+// listen opens the listener of each bench service over transport tr.
+func (s *benchServer) listen(ctx context.Context, tr string) error {
+	s.addrs[tr] = map[string]string{}
+	for _, svc := range benchServices {
+		var (
+			ln  net.Listener
+			err error
+		)
+		switch tr {
+		case "ucx":
+			ln, err = s.listenUCX(ctx, svc)
+		case "tcp":
+			ln, err = net.Listen("tcp", net.JoinHostPort(s.tcpHost, "0"))
+		case "unix":
+			if s.sv.dir == "" {
+				return usagef("--dir is required with unix")
+			}
+			ln, err = net.Listen("unix", filepath.Join(s.sv.dir, svc+".sock"))
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", tr, svc, err)
+		}
+		s.lns = append(s.lns, benchListener{svc, ln})
+		s.addrs[tr][svc] = ln.Addr().String()
+	}
+	return nil
+}
+
+// listenUCX opens the ucxnet listener of service svc: under a unique name
+// for bench's child, under the --serve name and the service's for bench
+// --serve.
+func (s *benchServer) listenUCX(ctx context.Context, svc string) (net.Listener, error) {
+	ut, err := s.transport()
+	if err != nil {
+		return nil, err
+	}
+	name := "bench-" + svc + "-" + registry.UniqueName()
+	if s.sv.name != "" {
+		name = s.sv.name + "-" + svc
+	}
+	return (&ucxnet.ListenConfig{Transport: ut}).Listen(ctx, "ucx", name)
+}
+
+// serve serves each listener in a goroutine that sends its end to errc,
+// and returns the HTTP servers, for their shutdown.
+func (s *benchServer) serve(errc chan<- error) []*http.Server {
+	var servers []*http.Server
+	for _, l := range s.lns {
+		switch l.svc {
+		case svcHTTP:
+			hs := &http.Server{Handler: benchHTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+			servers = append(servers, hs)
+			go func() { errc <- hs.Serve(l.ln) }()
+		case svcEcho:
+			go func() { errc <- serveConns(l.ln, benchEcho) }()
+		case svcSink:
+			go func() { errc <- serveConns(l.ln, benchSink) }()
+		}
+	}
+	return servers
 }
 
 // serveTCPHost returns the host the Go TCP servers of "bench --serve"

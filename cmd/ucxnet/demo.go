@@ -3,17 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -66,21 +61,7 @@ type demoOptions struct {
 func runDemo(ctx context.Context, sio *stdio, o demoOptions) (err error) {
 	w := sio.Out
 	t0 := time.Now()
-	fmt.Fprintf(w, "ucxnet demo: HTTP/1.1 over UCX active messages between two processes\n")
-	printUCXLibrary(w)
-	if tls, ok := os.LookupEnv("UCX_TLS"); ok {
-		fmt.Fprintf(w, "UCX_TLS=%s\n", tls)
-	} else {
-		fmt.Fprintf(w, "UCX_TLS not set: UCX picks from every transport it finds\n")
-	}
-	if defs := ucxnet.EffectiveUCXDefaults(); len(defs) > 0 {
-		var kv []string
-		for _, k := range sortedKeys(defs) {
-			kv = append(kv, k+"="+defs[k])
-		}
-		fmt.Fprintf(w, "ucxnet defaults applied: %s\n", strings.Join(kv, " "))
-	}
-
+	printDemoHeader(w)
 	dir, spec, reg, err := privateRegistry("ucxnet-demo-")
 	if err != nil {
 		return err
@@ -103,125 +84,18 @@ func runDemo(ctx context.Context, sio *stdio, o demoOptions) (err error) {
 	defer t.Close()
 	fmt.Fprintf(w, "this process (pid %d) listens on TCP: %s\n", os.Getpid(), listeningSummary())
 
-	// The ucxnet client: net/http with DialContext from ucxnet, wrapped to
-	// keep the conns so that we can ask which UCX transports carry them.
-	var (
-		mu    sync.Mutex
-		conns []*ucxnet.Conn
-	)
-	d := &ucxnet.Dialer{Transport: t, Timeout: 10 * time.Second}
-	ucxClient := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			mu.Lock()
-			conns = append(conns, c.(*ucxnet.Conn))
-			mu.Unlock()
-			return c, nil
-		},
-		ForceAttemptHTTP2:   false,
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 4,
-	}}
-	defer ucxClient.CloseIdleConnections()
-	tcpClient := &http.Client{Transport: &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-		ForceAttemptHTTP2:   false,
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 4,
-	}}
-	defer tcpClient.CloseIdleConnections()
-	ucxURL := "http://" + name
-	tcpURL := "http://" + tcpAddr
-
-	// 1. A small GET.
-	resp, err := doRequest(ctx, ucxClient, http.MethodGet, ucxURL+pathHello, nil)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", pathHello, err)
+	c := newDemoClient(w, t, name, tcpAddr)
+	defer c.close()
+	if err := c.hello(ctx); err != nil {
+		return err
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s %v", pathHello, resp.Status, err)
+	if err := c.echo(ctx, o.echoMiB); err != nil {
+		return err
 	}
-	fmt.Fprintf(w, "GET %s%s -> %s %q\n", ucxURL, pathHello, resp.Status, strings.TrimSpace(string(body)))
-	mu.Lock()
-	first := conns[0]
-	mu.Unlock()
-	fmt.Fprintf(w, "  client conn %s -> %s: UCX transports %s\n", first.LocalAddr(), first.RemoteAddr(), fmtTransports(first.Transports()))
-	lane, why := first.Lane()
-	fmt.Fprintf(w, "  lane: %s (%s)\n", lane, why)
-	fmt.Fprintf(w, "  server conn (as the server reports it): UCX transports %s\n", fmtTransports(strings.Fields(resp.Header.Get(headerTransports))))
-
-	// 2. A large POST echoed back.
-	payload := make([]byte, o.echoMiB<<20)
-	_, _ = rand.Read(payload)
-	want := sha256.Sum256(payload)
-	start := time.Now()
-	resp, err = doRequest(ctx, ucxClient, http.MethodPost, ucxURL+pathEcho, bytes.NewReader(payload))
-	if err != nil {
-		return fmt.Errorf("POST %s: %w", pathEcho, err)
+	if err := c.compare(ctx, o); err != nil {
+		return err
 	}
-	h := sha256.New()
-	n, err := io.Copy(h, resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST %s: %s %v", pathEcho, resp.Status, err)
-	}
-	el := time.Since(start)
-	var got [32]byte
-	h.Sum(got[:0])
-	if got != want || n != int64(len(payload)) {
-		return fmt.Errorf("POST %s: echoed %d bytes with sha256 %x, sent %d bytes with sha256 %x", pathEcho, n, got[:8], len(payload), want[:8])
-	}
-	fmt.Fprintf(w, "POST %s%s, %d MiB -> %s, %d bytes echoed in %v, sha256 ok (%x...)\n",
-		ucxURL, pathEcho, o.echoMiB, resp.Status, n, el.Round(time.Millisecond), want[:8])
-
-	// 3. Round trips and a download over each transport.
-	fmt.Fprintf(w, "\nTiming (%d B round trips: up to %d or %v; download: %d MiB, best of 2)...\n", 64, o.rounds, o.rrTime, o.downloadMiB)
-	type result struct {
-		p50, p99 time.Duration
-		n        int
-		mbps     float64
-	}
-	measure := func(c *http.Client, base string) (r result, err error) {
-		lat, err := roundTrips(ctx, c, base+pathRR, o.rounds, o.rrTime)
-		if err != nil {
-			return r, err
-		}
-		r.n = len(lat)
-		r.p50, r.p99 = percentile(lat, 50), percentile(lat, 99)
-		for range 2 {
-			bps, err := download(ctx, c, base+pathDownload, int64(o.downloadMiB)<<20)
-			if err != nil {
-				return r, err
-			}
-			r.mbps = max(r.mbps, bps/1e6)
-		}
-		return r, nil
-	}
-	ur, err := measure(ucxClient, ucxURL)
-	if err != nil {
-		return fmt.Errorf("ucxnet: %w", err)
-	}
-	tr, err := measure(tcpClient, tcpURL)
-	if err != nil {
-		return fmt.Errorf("tcp loopback: %w", err)
-	}
-
-	mu.Lock()
-	nconns := len(conns)
-	tl := conns[len(conns)-1].Transports()
-	mu.Unlock()
-	fmt.Fprintf(w, "\n%-22s %16s %16s %16s\n", "", "ucxnet HTTP", "Go TCP HTTP", "ucxnet vs TCP")
-	fmt.Fprintf(w, "%-22s %16s %16s %16s\n", "64 B round trip p50", fmtDur(ur.p50), fmtDur(tr.p50), ratio(float64(tr.p50), float64(ur.p50)))
-	fmt.Fprintf(w, "%-22s %16s %16s %16s\n", "64 B round trip p99", fmtDur(ur.p99), fmtDur(tr.p99), ratio(float64(tr.p99), float64(ur.p99)))
-	fmt.Fprintf(w, "%-22s %16s %16s %16s\n", fmt.Sprintf("%d MiB download", o.downloadMiB),
-		fmt.Sprintf("%.0f MB/s", ur.mbps), fmt.Sprintf("%.0f MB/s", tr.mbps), ratio(ur.mbps, tr.mbps))
-	fmt.Fprintf(w, "(round trips timed: %d over ucxnet, %d over TCP; ratio >1x means ucxnet is faster)\n", ur.n, tr.n)
-
+	nconns, tl := c.carried()
 	st := t.Stats()
 	fmt.Fprintf(w, "\nucxnet carried all of it over UCX transports %s, in %d conn(s)\n", fmtTransports(tl), nconns)
 	fmt.Fprintf(w, "client transport: %d frames / %d bytes out, %d frames / %d bytes in, %d resets, %d peer failures\n",
@@ -237,6 +111,25 @@ func runDemo(ctx context.Context, sio *stdio, o demoOptions) (err error) {
 	case <-time.After(o.hold):
 	}
 	return nil
+}
+
+// printDemoHeader prints what the demo runs on: the UCX library, UCX_TLS
+// and the UCX settings ucxnet applies.
+func printDemoHeader(w io.Writer) {
+	fmt.Fprintf(w, "ucxnet demo: HTTP/1.1 over UCX active messages between two processes\n")
+	printUCXLibrary(w)
+	if tls, ok := os.LookupEnv("UCX_TLS"); ok {
+		fmt.Fprintf(w, "UCX_TLS=%s\n", tls)
+	} else {
+		fmt.Fprintf(w, "UCX_TLS not set: UCX picks from every transport it finds\n")
+	}
+	if defs := ucxnet.EffectiveUCXDefaults(); len(defs) > 0 {
+		var kv []string
+		for _, k := range sortedKeys(defs) {
+			kv = append(kv, k+"="+defs[k])
+		}
+		fmt.Fprintf(w, "ucxnet defaults applied: %s\n", strings.Join(kv, " "))
+	}
 }
 
 // demoChild is the running demo-server process.
@@ -331,88 +224,6 @@ func startDemoServer(ctx context.Context, sio *stdio, spec, name, netDevices str
 		child.stop()
 		return nil, "", ctx.Err()
 	}
-}
-
-func doRequest(ctx context.Context, c *http.Client, method, url string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
-	if err != nil {
-		return nil, err
-	}
-	return c.Do(req)
-}
-
-// roundTrips POSTs 64 B to url and reads the 64 B answer, n times or for
-// at most d, after a short warm-up, and returns each round trip's time.
-func roundTrips(ctx context.Context, c *http.Client, url string, n int, d time.Duration) ([]time.Duration, error) {
-	body := make([]byte, 64)
-	buf := make([]byte, 256)
-	one := func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		m, err := io.ReadFull(resp.Body, buf[:64])
-		resp.Body.Close()
-		if err != nil || m != 64 {
-			return fmt.Errorf("round trip: read %d bytes: %v", m, err)
-		}
-		return nil
-	}
-	for range min(n, 50) { // warm-up: conn set up, caches warm
-		if err := one(); err != nil {
-			return nil, err
-		}
-	}
-	lat := make([]time.Duration, 0, n)
-	deadline := time.Now().Add(d)
-	for i := 0; i < n; i++ {
-		s := time.Now()
-		if err := one(); err != nil {
-			return nil, err
-		}
-		lat = append(lat, time.Since(s))
-		if i%64 == 0 && time.Now().After(deadline) {
-			break
-		}
-	}
-	return lat, nil
-}
-
-// download GETs size bytes and returns the rate in bytes per second.
-func download(ctx context.Context, c *http.Client, url string, size int64) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s?n=%d", url, size), nil)
-	if err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	buf := make([]byte, 256<<10)
-	n, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, resp.Body, buf)
-	if err != nil {
-		return 0, err
-	}
-	if n != size {
-		return 0, fmt.Errorf("download: got %d bytes, want %d", n, size)
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
-}
-
-func percentile(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s)*p + 99) / 100
-	return s[min(max(i-1, 0), len(s)-1)]
 }
 
 func fmtDur(d time.Duration) string {

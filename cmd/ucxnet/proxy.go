@@ -169,40 +169,7 @@ func (p *proxy) run(ctx context.Context) error {
 	defer cancelDials()
 
 	acceptDone := make(chan error, 1)
-	go func() {
-		var delay time.Duration
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
-					acceptDone <- nil
-					return
-				}
-				// Out of fds and the like: back off and go on.
-				if delay == 0 {
-					delay = 5 * time.Millisecond
-				} else if delay *= 2; delay > time.Second {
-					delay = time.Second
-				}
-				p.logf("accept: %v; retrying in %v", err, delay)
-				time.Sleep(delay)
-				continue
-			}
-			delay = 0
-			if p.maxConns > 0 && p.active.Load() >= int64(p.maxConns) {
-				p.refuse(c)
-				continue
-			}
-			p.active.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer p.active.Add(-1)
-				p.handle(dialCtx, c)
-			}()
-		}
-	}()
-
+	go func() { acceptDone <- p.accept(ctx, ln, dialCtx, &wg) }()
 	select {
 	case <-ctx.Done():
 	case err := <-acceptDone: // the listener failed by itself
@@ -214,7 +181,48 @@ func (p *proxy) run(ctx context.Context) error {
 	ln.Close()
 	<-acceptDone
 	p.logf("shutting down: %d conns open, %d refused over --max-conns %d", p.open(), p.refused.Load(), p.maxConns)
+	p.drain(&wg, cancelDials)
+	return nil
+}
 
+// accept accepts conns on ln and handles each in a goroutine counted by
+// wg, dialing under dialCtx, until ln is closed. It backs off on other
+// accept errors (out of fds and the like) and goes on.
+func (p *proxy) accept(ctx context.Context, ln net.Listener, dialCtx context.Context, wg *sync.WaitGroup) error {
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return nil
+			}
+			if delay == 0 {
+				delay = 5 * time.Millisecond
+			} else if delay *= 2; delay > time.Second {
+				delay = time.Second
+			}
+			p.logf("accept: %v; retrying in %v", err, delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		if p.maxConns > 0 && p.active.Load() >= int64(p.maxConns) {
+			p.refuse(c)
+			continue
+		}
+		p.active.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer p.active.Add(-1)
+			p.handle(dialCtx, c)
+		}()
+	}
+}
+
+// drain waits for the conns counted by wg to finish, for up to the grace
+// period; then it cancels the dials in progress and aborts every pair left.
+func (p *proxy) drain(wg *sync.WaitGroup, cancelDials context.CancelFunc) {
 	allDone := make(chan struct{})
 	go func() { wg.Wait(); close(allDone) }()
 	select {
@@ -231,7 +239,6 @@ func (p *proxy) run(ctx context.Context) error {
 		p.logf("grace period over: closed %d conns", n)
 		<-allDone
 	}
-	return nil
 }
 
 // refuse closes c at once (a reset on TCP) because --max-conns conns are
