@@ -36,14 +36,16 @@ vet: deps
 
 ## check-builds: the core module builds and vets without cgo and vets (tests
 ## included) for darwin (internal/cucx's stub, which returns cucx.ErrUnsupported), and the
-## tests that need no UCX pass without cgo: the stub's, the framing's, and
+## tests that need no UCX pass without cgo: the stub's, the framing's,
 ## ucxnet's (its conn tests over the in-memory engine, nettest included, and
-## the kernel-TCP lane's; tests that need UCX skip). Needs no UCX.
+## the kernel-TCP lane's; tests that need UCX skip) and the source-shape
+## check's (internal/srcsize: every module's file and function sizes, the
+## CLI's imports). Needs no UCX.
 check-builds:
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) vet ./...
 	GOOS=darwin $(GO) vet ./...
-	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/ ./internal/stream/ ./internal/engine/... ./internal/auth/ ./internal/cloexec/ ./ucxnet/
+	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/ ./internal/stream/ ./internal/engine/... ./internal/auth/ ./internal/cloexec/ ./internal/srcsize/ ./ucxnet/
 
 ## test: deps, the suite with -race under UCX_TLS=tcp and UCX_TLS=sm
 ## (test-passes) and, beside it, the no-cgo/darwin builds, go vet and a

@@ -1,0 +1,7 @@
+// Package srcsize holds the repository's source-shape check and no code: its
+// test walks every module of the repository (the core module and the ones
+// nested in it) and fails for a non-test Go file over 600 lines, a function
+// over 80 lines, or a file of the command-line tool that imports the UCX
+// binding or the progress engine, which the tool reaches only through the
+// public packages.
+package srcsize
