@@ -78,21 +78,37 @@ func TestSourceShape(t *testing.T) {
 }
 
 // sizeProblems describes each bound that the file breaks, as file:line and
-// the size.
+// the size: its length, and that of each function declaration and of each
+// function literal in a package-level declaration.
 func sizeProblems(fset *token.FileSet, rel string, src []byte, f *ast.File) []string {
 	var out []string
 	if n := bytes.Count(src, []byte("\n")); n > maxFileLines {
 		out = append(out, fmt.Sprintf("%s: %d lines, more than %d: split it by job", rel, n, maxFileLines))
 	}
-	for _, d := range f.Decls {
-		fd, ok := d.(*ast.FuncDecl)
-		if !ok || fd.Body == nil {
-			continue
-		}
-		start, end := fset.Position(fd.Pos()), fset.Position(fd.End())
-		if n := end.Line - start.Line + 1; n > maxFuncLines {
+	tooLong := func(what string, n ast.Node) {
+		start, end := fset.Position(n.Pos()), fset.Position(n.End())
+		if lines := end.Line - start.Line + 1; lines > maxFuncLines {
 			out = append(out, fmt.Sprintf("%s:%d: %s has %d lines, more than %d: split it into named steps",
-				rel, start.Line, funcName(fd), n, maxFuncLines))
+				rel, start.Line, what, lines, maxFuncLines))
+		}
+	}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Body != nil {
+				tooLong(funcName(d), d)
+			}
+		case *ast.GenDecl:
+			// A function literal in a package-level declaration (a
+			// command's Setup, a handler table) is a function too; those
+			// inside functions count towards their function.
+			ast.Inspect(d, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.FuncLit); ok {
+					tooLong("a function literal", lit)
+					return false
+				}
+				return true
+			})
 		}
 	}
 	return out
