@@ -1,25 +1,31 @@
 package ucxnet
 
 // Small writes while the engine is busy or backed up: queued and coalesced
-// instead of sent one frame each (autocorking; engine.Combiner).
+// instead of sent one frame each (autocorking). This is the one place
+// frames are queued: the engines only send.
 //
-// Every send takes the engine's lock, which the engine goroutine holds
-// while it progresses the worker and other writers hold while they send;
-// and while UCX holds sends it could not start (a full shared-memory FIFO
-// or socket), a new frame would only wait behind them. A small Write that
-// finds the lock taken, or UCX backed up, does not send: it copies its
+// Every send holds the engine's worker, which the engine goroutine holds
+// while it progresses UCX and other writers hold while they send; and
+// while UCX holds sends it could not start (a full shared-memory FIFO or
+// socket), a new frame would only wait behind them. A small Write that
+// finds the worker held, or UCX backed up, does not send: it copies its
 // bytes into its conn's open frame — a DATA frame whose sequence number is
 // already taken — and returns. Further small writes to the same conn
 // append to it until it is full, so a backed-up conn sends one frame per
 // coalesceMax bytes instead of one per write, and the receiver handles
-// (and wakes its reader for) a fraction of the frames. The engine sends
-// open frames before any other send, flush or close on it, once UCX has
-// caught up, and after maxQueueWait (100 µs) at the latest; a Write that
-// finds the engine free and caught up sends at once, as before.
+// (and wakes its reader for) a fraction of the frames. Whoever holds the
+// worker next sends the open frames: all of them before any other send,
+// flush or close (acquire), and, when it gives the worker back, those
+// whose peer has caught up (giveBack); the engine's Writable events (the
+// worker given back after a writer found it held; UCX finished sends it
+// held) and Ticks have the handler do the same, and frames kept for a
+// backed-up peer go out after maxQueueWait (100 µs) at the latest. A Write
+// that finds the worker free and its peer caught up sends at once.
 
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/stream"
@@ -72,42 +78,33 @@ func (o *outFrame) drop(t *Transport) {
 // writeSmall sends p (no more than half of coalesceMax and of frame,
 // within the send window) as c's next data, hb being the DATA header: into
 // the open frame if it has room (a full one is sent first), else at once if
-// the engine is free and has caught up, else into a new open frame. frame
-// is the largest frame the path allows. ok = false means none of these
-// worked out: the caller sends p through the engine's lock. Called with
+// the worker is free and the peer has caught up, else into a new open
+// frame. frame is the largest frame the path allows. ok = false means none
+// of these worked out: the caller sends p holding the worker. Called with
 // c.wmu held.
 func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent int, ok bool, err error) {
-	o := &c.out
-	for try := 0; ; try++ {
-		o.mu.Lock()
-		if !o.open {
-			o.mu.Unlock()
-			break
-		}
-		if len(o.buf)+len(p) <= min(o.max, frame) { // frame: the path may have been learnt since
-			o.buf = append(o.buf, p...)
-			o.mu.Unlock()
-			c.t.stats.queuedWrites.Add(1)
-			return len(p), true, nil
-		}
-		o.mu.Unlock()
-		if try > 0 {
-			return 0, false, nil // still open: the engine is closed, say
-		}
-		// Full: send it (and whatever else is queued), then start anew.
-		if err := c.t.eng.SendQueued(); err != nil {
-			return 0, true, err
-		}
+	switch appended, open := c.appendOut(p, frame); {
+	case appended:
+		return len(p), true, nil
+	case open:
+		return 0, false, nil
 	}
-
-	// Send at once, if the engine is free and has no sends to this peer
-	// waiting (else this frame would only queue behind them, in UCX).
+	// Send at once, if the worker is free and this peer has no sends
+	// waiting in UCX (else this frame would only queue behind them).
 	var pending, free bool
 	err = c.peer.use(func(ep engine.EP) (err error) {
-		if c.t.eng.BufferedTo(ep) > 0 {
+		if c.t.eng.Stats(ep).Backlog > 0 {
 			return nil
 		}
-		sent, pending, free, err = c.t.eng.TrySendFrames(ep, hb[:], stream.SeqOffset, stream.LengthOffset, c.seq, p, frame)
+		w := c.t.eng.Acquire(false)
+		if w == nil {
+			return nil
+		}
+		free = true
+		c.t.sendQueued(w, false) // what others queued (this conn has none: it would have appended)
+		sent, pending, err = w.Send(ep, engine.Frames{Header: hb[:], SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+			Seq: c.seq, Data: p, Frame: frame})
+		c.t.giveBack(w)
 		return err
 	})
 	if free || err != nil {
@@ -119,8 +116,9 @@ func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent 
 	}
 
 	// Busy or backed up: open a frame for p and whatever follows, sent by
-	// whoever holds the engine next once the peer has caught up.
+	// whoever holds the worker next once the peer has caught up.
 	buf := c.t.getOutBuf(len(p))
+	o := &c.out
 	o.mu.Lock()
 	o.open = true
 	o.hdr = hb
@@ -132,6 +130,33 @@ func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent 
 	c.t.stats.queuedWrites.Add(1)
 	c.t.queueOut(c)
 	return len(p), true, nil
+}
+
+// appendOut appends p to c's open frame if it has room, sending a full one
+// first (and whatever else is queued). open reports a frame still open
+// that p did not fit in (its peer is gone, say): p must not open another.
+// Called with c.wmu held.
+func (c *Conn) appendOut(p []byte, frame int) (appended, open bool) {
+	o := &c.out
+	for try := 0; ; try++ {
+		o.mu.Lock()
+		if !o.open {
+			o.mu.Unlock()
+			return false, false
+		}
+		if len(o.buf)+len(p) <= min(o.max, frame) { // frame: the path may have been learnt since
+			o.buf = append(o.buf, p...)
+			o.mu.Unlock()
+			c.t.stats.queuedWrites.Add(1)
+			return true, false
+		}
+		o.mu.Unlock()
+		if try > 0 {
+			return false, true
+		}
+		// Full: send it (and whatever else is queued), then start anew.
+		c.t.flushOut()
+	}
 }
 
 // getOutBuf returns a buffer for an open frame whose first write is n
@@ -156,70 +181,169 @@ func (t *Transport) putOutBuf(b []byte) {
 // maxOutBufs is how many open-frame buffers a transport keeps for reuse.
 const maxOutBufs = 64
 
-// queueOut puts c's open frame on its peer's queue (and the peer on the
-// transport's list of peers with queued frames) and tells the engine.
-func (t *Transport) queueOut(c *Conn) {
-	p := c.peer
-	t.outMu.Lock()
-	if len(p.outQ) == 0 {
-		t.outPeers = append(t.outPeers, p)
-	}
-	p.outQ = append(p.outQ, c)
-	t.outMu.Unlock()
-	t.eng.Queued()
+// outQueue is a transport's queue of open frames: the peers with conns
+// whose frame waits to be sent (each peer's conns are in peer.outQ), in
+// the order they were first queued. mu is a leaf lock.
+type outQueue struct {
+	mu    sync.Mutex
+	peers []*peer
+	spare []*peer // sendQueued's swap buffer
+	// keptSince is when sendQueued last kept frames for a backed-up peer
+	// after sending none (zero: it did not), under mu.
+	keptSince time.Time
+	// failed lists the conns whose open frame's send failed, to reset
+	// outside the worker (resetFailed), under mu.
+	failed []*Conn
+	// queued: frames are queued; fresh: some since the last sendQueued.
+	queued, fresh atomic.Bool
 }
 
-// combine sends the queued open frames (engine.Combiner): all of them, or
-// (all = false) those whose peer is not backed up; the others stay queued,
-// growing, and kept says so. Frames are queued per peer, so keeping a
-// backed-up peer's costs one check, whatever its number of conns. It runs
-// with the engine held, on whichever goroutine holds it; it takes only
-// leaf locks.
-func (t *Transport) combine(s engine.Sender, all bool) (kept bool) {
-	t.outMu.Lock()
-	peers := t.outPeers
-	t.outPeers = t.outSpare[:0]
-	t.outSpare = nil
-	t.outMu.Unlock()
+// maxQueueWait is the longest frames kept for a backed-up peer wait
+// before they go out behind what UCX holds for it: one peer that stopped
+// draining must not hold back frames to others for long (they are kept
+// per peer), nor its own.
+const maxQueueWait = 100 * time.Microsecond
+
+// queueOut puts c's open frame on its peer's queue (and the peer on the
+// transport's list of peers with queued frames), then sends it if the
+// worker is free and the peer caught up; else whoever holds the worker
+// sees to it when giving it back, or the engine's Writable event does.
+func (t *Transport) queueOut(c *Conn) {
+	p := c.peer
+	q := &t.out
+	q.mu.Lock()
+	if len(p.outQ) == 0 {
+		q.peers = append(q.peers, p)
+	}
+	p.outQ = append(p.outQ, c)
+	q.mu.Unlock()
+	q.fresh.Store(true)
+	q.queued.Store(true)
+	if w := t.eng.Acquire(false); w != nil {
+		t.giveBack(w)
+	}
+}
+
+// acquire takes the engine's worker, waiting for it, and sends every
+// queued frame first: they go out before whatever the caller sends.
+func (t *Transport) acquire() engine.Worker {
+	w := t.eng.Acquire(true)
+	t.sendQueued(w, true)
+	return w
+}
+
+// giveBack sends the queued frames whose peer has caught up and gives the
+// worker back; then, while frames queued meanwhile by writers that found
+// the worker held wait and the worker is free, it sends those too.
+func (t *Transport) giveBack(w engine.Worker) {
+	t.sendQueued(w, false)
+	w.GiveBack()
+	for t.out.fresh.Load() {
+		if w = t.eng.Acquire(false); w == nil {
+			return // its holder sees to them, or the Writable event that follows
+		}
+		sent := t.sendQueued(w, false)
+		w.GiveBack()
+		if !sent {
+			return // all wait for backed-up peers
+		}
+	}
+}
+
+// flushOut sends every queued frame now, waiting for the worker.
+func (t *Transport) flushOut() {
+	if t.out.queued.Load() {
+		t.giveBack(t.acquire())
+	}
+}
+
+// sendQueued sends the queued open frames, holding w: all of them, or
+// (all = false) those whose peer is not backed up, unless frames were kept
+// for maxQueueWait; the others stay queued, growing, and Acquire(false),
+// failing while w is held, has a Writable event follow, so that the
+// engine looks at them again on its next pass. Frames are queued per peer,
+// so keeping a backed-up peer's costs one check, whatever its number of
+// conns. It reports whether it sent a frame.
+func (t *Transport) sendQueued(w engine.Worker, all bool) (sent bool) {
+	q := &t.out
+	if !q.queued.Load() {
+		return false
+	}
+	q.fresh.Store(false) // before taking the queue: frames queued from now on set it again
+	q.queued.Store(false)
+	q.mu.Lock()
+	peers := q.peers
+	q.peers = q.spare[:0]
+	q.spare = nil
+	if !all && !q.keptSince.IsZero() && time.Since(q.keptSince) >= maxQueueWait {
+		all = true
+	}
+	q.mu.Unlock()
 	k := 0
 	for i, p := range peers {
 		peers[i] = nil
 		// An endpoint being closed must not be used: closeEP marks it
-		// before it takes the engine, and we hold the engine.
+		// before it takes the worker, and we hold the worker.
 		closing := p.closing.Load()
-		if !all && !closing && s.BufferedTo(p.ep) > 0 {
+		if !all && !closing && t.eng.Stats(p.ep).Backlog > 0 {
 			peers[k] = p // UCX is still sending earlier frames to this peer
 			k++
 			continue
 		}
-		t.outMu.Lock()
-		q := p.outQ
-		p.outQ = p.outSpare[:0]
-		p.outSpare = nil
-		t.outMu.Unlock()
-		for j, c := range q {
-			q[j] = nil
-			t.sendOut(s, c, closing)
-		}
-		t.outMu.Lock()
-		p.outSpare = q[:0] // a conn queued meanwhile listed p again (queueOut)
-		t.outMu.Unlock()
+		t.sendPeerOut(w, p, closing)
+		sent = true
 	}
-	t.outMu.Lock()
+	t.keepOut(peers, k, sent)
 	if k > 0 {
-		newer := t.outPeers
-		t.outPeers = append(peers[:k], newer...) // the kept ones first: they are older
-		clear(newer)
-		peers = newer
+		t.eng.Acquire(false) // nil (w is held): a Writable event follows
 	}
-	t.outSpare = peers[:0]
-	t.outMu.Unlock()
-	return k > 0
+	return sent
 }
 
-// sendOut sends c's open frame, if it is still open (Combine, engine
-// held); closing says its endpoint is being closed: the frame is dropped.
-func (t *Transport) sendOut(s engine.Sender, c *Conn, closing bool) {
+// keepOut puts the k peers kept at the head of peers back on the queue,
+// before those queued meanwhile (they are older), and notes since when
+// frames are kept without any sent.
+func (t *Transport) keepOut(peers []*peer, k int, sent bool) {
+	q := &t.out
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case k == 0 || sent:
+		q.keptSince = time.Time{}
+	case q.keptSince.IsZero():
+		q.keptSince = time.Now()
+	}
+	if k > 0 {
+		newer := q.peers
+		q.peers = append(peers[:k], newer...)
+		clear(newer)
+		peers = newer
+		q.queued.Store(true)
+	}
+	q.spare = peers[:0]
+}
+
+// sendPeerOut sends the open frames of p's conns, holding w (closing: p's
+// endpoint is being closed, and they are dropped).
+func (t *Transport) sendPeerOut(w engine.Worker, p *peer, closing bool) {
+	q := &t.out
+	q.mu.Lock()
+	conns := p.outQ
+	p.outQ = p.outSpare[:0]
+	p.outSpare = nil
+	q.mu.Unlock()
+	for j, c := range conns {
+		conns[j] = nil
+		t.sendOut(w, c, closing)
+	}
+	q.mu.Lock()
+	p.outSpare = conns[:0] // a conn queued meanwhile listed p again (queueOut)
+	q.mu.Unlock()
+}
+
+// sendOut sends c's open frame, if it is still open, holding w; closing
+// says its endpoint is being closed: the frame is dropped.
+func (t *Transport) sendOut(w engine.Worker, c *Conn, closing bool) {
 	o := &c.out
 	o.mu.Lock()
 	if !o.open {
@@ -231,23 +355,65 @@ func (t *Transport) sendOut(s engine.Sender, c *Conn, closing bool) {
 	o.mu.Unlock()
 	if !closing {
 		p := c.peer
-		sent, pending, err := s.SendFrames(p.ep, hdr[:], stream.SeqOffset, stream.LengthOffset, seq, buf, len(buf))
+		sent, pending, err := w.Send(p.ep, engine.Frames{Header: hdr[:], SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+			Seq: seq, Data: buf, Frame: len(buf)})
 		if pending {
 			p.unflushed.Add(int64(sent))
 		}
 		t.stats.framesOut.Add(1)
 		c.cnt.framesOut.Add(1)
 		if err != nil {
-			err = withDetail(ErrReset, "%v", err)
-			o.mu.Lock()
-			o.err = err
-			o.failed.Store(true)
-			o.mu.Unlock()
-			// The engine is held here: the reset (an RST to send) waits
-			// for it on another goroutine. A Write or FIN that comes
-			// first sees o.err (takeErr) and resets the conn itself.
-			go c.sendFailed(err)
+			t.outFailed(c, withDetail(ErrReset, "%v", err))
 		}
 	}
 	t.putOutBuf(buf)
 }
+
+// outFailed records that c's open frame was lost (err): its stream has a
+// gap, so it must be reset, which sends an RST and so needs the worker
+// this goroutine holds. A Write or FIN that comes first sees o.err
+// (takeErr) and resets the conn itself; else the handler does, on the
+// Writable event that follows the worker's give-back (resetFailed).
+func (t *Transport) outFailed(c *Conn, err error) {
+	o := &c.out
+	o.mu.Lock()
+	o.err = err
+	o.failed.Store(true)
+	o.mu.Unlock()
+	q := &t.out
+	q.mu.Lock()
+	q.failed = append(q.failed, c)
+	q.mu.Unlock()
+	t.eng.Acquire(false) // nil (held here): a Writable event follows
+}
+
+// resetFailed resets the conns whose open frame was lost (outFailed), on
+// the engine goroutine.
+func (t *Transport) resetFailed() {
+	q := &t.out
+	q.mu.Lock()
+	failed := q.failed
+	q.failed = nil
+	q.mu.Unlock()
+	for _, c := range failed {
+		if err := c.out.takeErr(); err != nil {
+			c.sendFailed(err)
+		}
+	}
+}
+
+// send sends f on p's endpoint, holding the engine's worker (after the
+// queued frames: acquire).
+func (t *Transport) send(p *peer, f engine.Frames) (sent int, pending bool, err error) {
+	err = p.use(func(ep engine.EP) (err error) {
+		w := t.acquire()
+		sent, pending, err = w.Send(ep, f)
+		t.giveBack(w)
+		return err
+	})
+	return sent, pending, err
+}
+
+// backlog returns the payload bytes of sends UCX holds copies of and has
+// not finished, to all peers.
+func (t *Transport) backlog() uint64 { return t.eng.Stats(engine.EP{}).Backlog }

@@ -125,7 +125,7 @@ func (c *Conn) Transports() []string {
 	}
 	var tl []string
 	_ = c.peer.use(func(ep engine.EP) error {
-		tl = c.t.eng.Transports(ep)
+		tl = c.t.eng.Stats(ep).Transports
 		return nil
 	})
 	if tl == nil {
@@ -339,7 +339,7 @@ func (c *Conn) CloseWrite() error {
 // sendFin sends FIN after all data, once. If a queued frame was lost, it
 // resets the conn instead and returns the reset error. c.wmu is held.
 func (c *Conn) sendFin() error {
-	_ = c.t.eng.SendQueued() // the open frame first: its send must not fail after the FIN went
+	c.t.flushOut() // the open frame first: its send must not fail after the FIN went
 	if err := c.out.takeErr(); err != nil {
 		c.sendFailed(err) // a queued frame was lost: RST, not FIN after a gap
 		c.mu.Lock()

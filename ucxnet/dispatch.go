@@ -17,7 +17,8 @@ import (
 // sendCtl sends a header-only frame to p.
 func (t *Transport) sendCtl(p *peer, h stream.Header) error {
 	hb := h.Bytes()
-	return p.use(func(ep engine.EP) error { return t.eng.Send(ep, hb[:], nil) })
+	_, _, err := t.send(p, engine.Frames{Header: hb[:]})
+	return err
 }
 
 // engineHandler receives the engine's event batches for a Transport (an
@@ -27,19 +28,6 @@ type engineHandler struct{ t *Transport }
 // HandleEvents implements engine.Handler. It runs on the engine
 // goroutine.
 func (h engineHandler) HandleEvents(evs []engine.Event) { h.t.handleEvents(evs) }
-
-// Tick implements engine.Ticker: the keepalive sweep, the watch over
-// the process's shared-memory FIFOs (smfifo_linux.go) and the close-on-exec
-// sweep (fdSweep) ride on the engine's wake-ups.
-func (h engineHandler) Tick(now time.Time) {
-	smWatch.tick(now)
-	fdSweep.Tick(now)
-	h.t.tick(now)
-}
-
-// Combine implements engine.Combiner: it sends the small writes queued
-// while the engine was busy (coalesce.go).
-func (h engineHandler) Combine(s engine.Sender, all bool) bool { return h.t.combine(s, all) }
 
 func (t *Transport) handleEvents(evs []engine.Event) {
 	now := time.Now().UnixNano() // one clock read per batch, for liveness
@@ -52,10 +40,32 @@ func (t *Transport) handleEvents(evs []engine.Event) {
 			t.handleEPError(ev.EP, ev.Err)
 		case engine.Done:
 			t.opDone(ev.Token, ev.Err)
+		case engine.Tick:
+			t.tickAll(time.Unix(0, now))
+		case engine.Writable:
+			t.resetFailed()
 		default:
 			t.handleBad(ev)
 		}
 	}
+	// Frames queued while the batch came in, or kept for a backed-up
+	// peer (coalesce.go).
+	if t.out.queued.Load() {
+		if w := t.eng.Acquire(false); w != nil {
+			t.giveBack(w)
+		}
+	}
+}
+
+// tickAll is the engine's Tick: the keepalive sweep, the watch over the
+// process's shared-memory FIFOs (smfifo_linux.go) and the close-on-exec
+// sweep (fdSweep) ride on the engine's wake-ups, and frames kept for a
+// backed-up peer go out.
+func (t *Transport) tickAll(now time.Time) {
+	smWatch.tick(now)
+	fdSweep.Tick(now)
+	t.tick(now)
+	t.flushOut()
 }
 
 // connFor returns the conn a frame names, if the frame came from the

@@ -60,7 +60,7 @@ func FuzzConnect(f *testing.F) {
 			return
 		}
 		hb := stream.Header{Kind: stream.KindConnect, Length: uint32(len(payload))}.Bytes()
-		if err := raw.eng.Send(raw.ep, hb[:], payload); err != nil {
+		if err := raw.sendErr(hb[:], payload); err != nil {
 			t.Fatal(err)
 		}
 		n++

@@ -113,7 +113,8 @@ func (t *Transport) sendHello(p *peer, h stream.Header, hello stream.Hello) erro
 	}
 	h.Length = uint32(len(b))
 	hb := h.Bytes()
-	return p.use(func(ep engine.EP) error { return t.eng.Send(ep, hb[:], b) })
+	_, _, err = t.send(p, engine.Frames{Header: hb[:], Data: b})
+	return err
 }
 
 // handleConnect answers a CONNECT: ACCEPT into the named listener's queue,

@@ -43,7 +43,7 @@ func (r *rawPeer) HandleEvents(evs []engine.Event) {
 			// the conns the tests make by hand are to stay up.
 			if lid, ok := r.ids.Load(h.ConnID); ok {
 				pong := stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: lid.(uint64), Aux: h.Aux}.Bytes()
-				_ = r.eng.Send(r.ep, pong[:], nil)
+				_ = r.sendErr(pong[:], nil)
 			}
 			continue
 		}
@@ -60,17 +60,29 @@ func newRawPeer(t testing.TB, target *Transport) *rawPeer {
 	eng, err := progress.Start(progress.Config{Settings: ucxSettings(nil)}, r)
 	require.NoError(t, err)
 	r.eng = eng
-	r.ep, err = eng.Connect(target.eng.Address())
+	w := eng.Acquire(true)
+	r.ep, err = w.Connect(target.eng.Address())
+	w.GiveBack()
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		eng.CloseEP(r.ep, true)
+		w := eng.Acquire(true)
+		w.CloseEP(r.ep, true)
+		w.GiveBack()
 		eng.Close(100 * time.Millisecond)
 	})
 	return r
 }
 
+// sendErr sends one frame as it is.
+func (r *rawPeer) sendErr(hdr, data []byte) error {
+	w := r.eng.Acquire(true)
+	defer w.GiveBack()
+	_, _, err := w.Send(r.ep, engine.Frames{Header: hdr, Data: data})
+	return err
+}
+
 func (r *rawPeer) send(t testing.TB, hdr, data []byte) {
-	require.NoError(t, r.eng.Send(r.ep, hdr, data))
+	require.NoError(t, r.sendErr(hdr, data))
 }
 
 func (r *rawPeer) sendFrame(t testing.TB, h stream.Header, data []byte) {

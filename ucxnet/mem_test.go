@@ -360,13 +360,16 @@ func TestMemKeepAliveAfterOwnStall(t *testing.T) {
 func TestMemTinyFramesRefused(t *testing.T) {
 	p := newMemPair(t, Config{})
 	r := newRecorderEngine(t, p.net)
-	ep, err := r.e.Connect(p.srvEng.Address())
+	w := r.e.Acquire(true)
+	defer w.GiveBack()
+	ep, err := w.Connect(p.srvEng.Address())
 	require.NoError(t, err)
 	hello := stream.Hello{ConnID: 9, EagerMax: 1, Window: 1 << 16, Name: p.ln.Addr().String(), WorkerAddr: r.e.Address()}
 	b, err := hello.MarshalBinary()
 	require.NoError(t, err)
 	hb := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
-	require.NoError(t, r.e.Send(ep, hb[:], b))
+	_, _, err = w.Send(ep, engine.Frames{Header: hb[:], Data: b})
+	require.NoError(t, err)
 	h := r.next(t)
 	require.Equal(t, stream.KindRefuse, h.Kind)
 	require.Equal(t, uint64(stream.RefuseBadHello), h.Aux)

@@ -20,8 +20,12 @@ import (
 // address, so a dialer sees a peer without UCX.
 var noUCXAddress = []byte("ucxnet: no UCX (kernel tcp only)")
 
-// noUCX is the engine of a transport without UCX.
-type noUCX struct{}
+// noUCX is the engine of a transport without UCX, and noWorker its
+// worker: every endpoint operation fails.
+type (
+	noUCX    struct{}
+	noWorker struct{}
+)
 
 // startNoUCX returns noUCX when err says this build has no UCX and the
 // lane is not forced to UCX; else err.
@@ -36,25 +40,15 @@ func startNoUCX(cfg Config, err error) (engine.Engine, error) {
 	return noUCX{}, nil
 }
 
-func (noUCX) Address() []byte                       { return noUCXAddress }
-func (noUCX) Connect([]byte) (engine.EP, error)     { return engine.EP{}, ErrUnsupported }
-func (noUCX) CloseEP(engine.EP, bool) error         { return nil }
-func (noUCX) Flush(engine.EP, uint64) (bool, error) { return true, nil }
-func (noUCX) Send(engine.EP, []byte, []byte) error  { return ErrUnsupported }
-func (noUCX) Queued()                               {}
-func (noUCX) SendQueued() error                     { return nil }
-func (noUCX) Release(...stream.Ref)                 {}
-func (noUCX) Transports(engine.EP) []string         { return nil }
-func (noUCX) Buffered() uint64                      { return 0 }
-func (noUCX) BufferedTo(engine.EP) uint64           { return 0 }
-func (noUCX) Stats() engine.Stats                   { return engine.Stats{} }
-func (noUCX) Close(time.Duration) error             { return nil }
-func (noUCX) SendFrames(engine.EP, []byte, int, int, uint64, []byte, int) (int, bool, error) {
-	return 0, false, ErrUnsupported
-}
-func (noUCX) TrySendFrames(engine.EP, []byte, int, int, uint64, []byte, int) (int, bool, bool, error) {
-	return 0, false, false, ErrUnsupported
-}
-func (noUCX) SendFramesZC(engine.EP, []byte, int, int, uint64, []byte, int, uint64) (int, bool, error) {
+func (noUCX) Address() []byte                          { return noUCXAddress }
+func (noUCX) Acquire(bool) engine.Worker               { return noWorker{} }
+func (noUCX) Stats(engine.EP) engine.Stats             { return engine.Stats{} }
+func (noUCX) Release(...stream.Ref)                    {}
+func (noUCX) Close(time.Duration) error                { return nil }
+func (noWorker) Connect([]byte) (engine.EP, error)     { return engine.EP{}, ErrUnsupported }
+func (noWorker) Flush(engine.EP, uint64) (bool, error) { return true, nil }
+func (noWorker) CloseEP(engine.EP, bool) error         { return nil }
+func (noWorker) GiveBack()                             {}
+func (noWorker) Send(engine.EP, engine.Frames) (int, bool, error) {
 	return 0, false, ErrUnsupported
 }

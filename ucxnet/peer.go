@@ -30,11 +30,12 @@ type peer struct {
 
 	epMu sync.RWMutex // held (shared) while ep is used, so it is not closed under a user
 	gone bool         // ep is closed or closing (under epMu)
-	// closing is gone for those that hold the engine instead of epMu (a
-	// Combine): set before the endpoint's close takes the engine.
+	// closing is gone for those that hold the worker instead of epMu
+	// (sendQueued): set before the endpoint's close takes the worker.
 	closing atomic.Bool
 	// outQ lists the conns whose open frame (coalesce.go) waits to be
-	// sent, outSpare is Combine's swap buffer (both under Transport.outMu).
+	// sent, outSpare is sendQueued's swap buffer (both under
+	// Transport.out.mu).
 	outQ, outSpare []*Conn
 
 	// Liveness (see Config.KeepAlive), in UnixNano.
@@ -100,7 +101,7 @@ func (p *peer) path(t *Transport) sendPath {
 	}
 	var tl []string
 	_ = p.use(func(ep engine.EP) error {
-		tl = t.eng.Transports(ep)
+		tl = t.eng.Stats(ep).Transports
 		return nil
 	})
 	sp := sendPath{frame: networkFrame}
@@ -186,7 +187,9 @@ func (t *Transport) closeEP(p *peer, force bool) {
 	}
 	p.gone = true
 	p.closing.Store(true)
-	_ = t.eng.CloseEP(p.ep, force)
+	w := t.acquire() // sends the queued frames, but p's (closing)
+	_ = w.CloseEP(p.ep, force)
+	t.giveBack(w)
 }
 
 // errTooManyPeers means a CONNECT would need an endpoint beyond what
@@ -229,7 +232,9 @@ func (t *Transport) peerForLocked(addr []byte, dial bool, from uintptr) (*peer, 
 			return nil, err
 		}
 	}
-	ep, err := t.eng.Connect(addr)
+	w := t.acquire()
+	ep, err := w.Connect(addr)
+	t.giveBack(w)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ package ucxnet
 
 import (
 	"sync/atomic"
+
+	"github.com/ucxnet/ucxnet/internal/engine"
 )
 
 // counters are a Transport's statistics.
@@ -70,7 +72,7 @@ func (t *Transport) Stats() Stats {
 	t.mu.RLock()
 	open, peers := len(t.conns), len(t.peers)
 	t.mu.RUnlock()
-	es := t.eng.Stats()
+	es := t.eng.Stats(engine.EP{})
 	return Stats{
 		Dials: s.dials.Load(), Accepts: s.accepts.Load(), Refused: s.refused.Load(),
 		FramesIn: s.framesIn.Load(), BytesIn: s.bytesIn.Load(),

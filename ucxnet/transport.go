@@ -53,13 +53,8 @@ type Transport struct {
 	closing     chan struct{}
 	lastSweep   time.Time // when the keepalive sweep last ran (engine goroutine)
 
-	// Open frames (coalesce.go): the peers with conns whose frame waits
-	// for the next Combine (each peer's conns are in peer.outQ), and
-	// recycled frame buffers.
-	outMu    sync.Mutex
-	outPeers []*peer
-	outSpare []*peer // Combine's swap buffer
-	outBufs  freeBufs
+	out     outQueue // open frames waiting for the worker (coalesce.go)
+	outBufs freeBufs // recycled open-frame buffers
 
 	opMu  sync.Mutex
 	opSeq uint64

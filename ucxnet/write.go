@@ -127,14 +127,14 @@ func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error)
 //   - the engine holds processBacklog, some of it for the peer.
 func (c *Conn) backedUp(sp sendPath, small bool) bool {
 	switch {
-	case c.peer.unflushed.Load() >= peerBufferMax/4 && c.t.eng.Buffered() >= peerBufferMax:
+	case c.peer.unflushed.Load() >= peerBufferMax/4 && c.t.backlog() >= peerBufferMax:
 		return true
 	case small && sp.kind == pathSharedMemory && c.backlog() >= shmSmallBacklog:
 		return true
 	case sp.kind == pathTCP && c.backlog() >= tcpBacklog:
 		return true
 	}
-	return c.t.eng.Buffered() >= processBacklog && c.backlog() > 0
+	return c.t.backlog() >= processBacklog && c.backlog() > 0
 }
 
 // sendChunk sends p, a part of a write that the window allows, as DATA
@@ -153,17 +153,13 @@ func (c *Conn) sendChunk(sp sendPath, frame int, small bool, p []byte) (sent int
 			return sent, err
 		}
 	}
-	err = c.peer.use(func(ep engine.EP) (err error) {
-		var pending bool
-		sent, pending, err = c.t.eng.SendFrames(ep, hb[:], stream.SeqOffset, stream.LengthOffset, c.seq, p, frame)
-		if pending {
-			// UCX holds copies it could not send yet: count them
-			// against the peer's bound (sends done inline cost
-			// nothing there).
-			c.peer.unflushed.Add(int64(sent))
-		}
-		return err
-	})
+	sent, pending, err := c.t.send(c.peer, engine.Frames{Header: hb[:], SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+		Seq: c.seq, Data: p, Frame: frame})
+	if pending {
+		// UCX holds copies it could not send yet: count them against
+		// the peer's bound (sends done inline cost nothing there).
+		c.peer.unflushed.Add(int64(sent))
+	}
 	c.framesSent(sent, frame)
 	return sent, err
 }
@@ -240,7 +236,7 @@ const processBacklog = 32 << 20
 // start.
 func (c *Conn) backlog() (n uint64) {
 	_ = c.peer.use(func(ep engine.EP) error {
-		n = c.t.eng.BufferedTo(ep)
+		n = c.t.eng.Stats(ep).Backlog
 		return nil
 	})
 	return n
@@ -278,11 +274,8 @@ func (c *Conn) sendZeroCopy(hdr, p []byte, frame int) (sent int, err error) {
 	pin.Pin(&p[0])
 	defer pin.Unpin()
 	token, done := c.t.newOp()
-	var wait bool
-	err = c.peer.use(func(ep engine.EP) (err error) {
-		sent, wait, err = c.t.eng.SendFramesZC(ep, hdr, stream.SeqOffset, stream.LengthOffset, c.seq, p, frame, token)
-		return err
-	})
+	sent, wait, err := c.t.send(c.peer, engine.Frames{Header: hdr, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+		Seq: c.seq, Data: p, Frame: frame, ZeroCopy: true, Token: token})
 	if !wait {
 		c.t.forgetOp(token)
 		return sent, err

@@ -1,13 +1,14 @@
 // Package engine is the boundary between ucxnet's conn logic and whatever
-// moves its frames: the vocabulary (endpoints, received frames, events)
-// and the Engine interface that the conn logic in package ucxnet depends
-// on.
+// moves its frames: the vocabulary (endpoints, received frames, events,
+// sends) and the Engine, Worker and Handler interfaces that the conn logic
+// in package ucxnet depends on: eleven methods in all.
 //
 // Two implementations exist: package progress drives a real UCX worker
 // (cgo), and package engine/memengine moves frames between engines in one
 // process's memory, with hooks to drop, duplicate, reorder and inject
 // frames, so that conn behaviour tests run without UCX (CGO_ENABLED=0
-// included). This package itself is pure Go and knows nothing of UCX.
+// included). Package engine/enginetest checks the contract both keep. This
+// package itself is pure Go and knows nothing of UCX.
 package engine
 
 import (
@@ -46,6 +47,15 @@ const (
 	// Done: an operation that reported its end asynchronously (a Flush,
 	// or a zero-copy send) finished (Token, Err).
 	Done
+	// Tick: time for periodic work. An engine that runs delivers one at
+	// least every TickEvery, riding on the wake-ups it makes anyway, so
+	// that the handler needs no timer of its own.
+	Tick
+	// Writable: what waited for the engine may go now: the worker was
+	// given back after an Acquire(false) found it held, or sends that the
+	// engine held copies of completed (EP: their endpoint, if one is
+	// known; the zero EP: any endpoint's backlog may have shrunk).
+	Writable
 )
 
 // HeaderMax is how many bytes of a received header an Event keeps.
@@ -95,119 +105,107 @@ func (e *Event) Hold() stream.Ref {
 }
 
 // Handler receives an engine's events in batches, on the engine's own
-// goroutine. It may call the engine's methods.
+// goroutine, without the worker held: it may Acquire it to send, and
+// writers may send meanwhile. Data received stays valid during the call.
 type Handler interface {
 	HandleEvents(evs []Event)
 }
 
-// Ticker is implemented by a Handler that wants to run periodic work on
-// the engine goroutine, riding on the wake-ups the engine makes anyway
-// (an idle engine wakes every TickEvery at the latest), so that it costs
-// no timer of its own.
-type Ticker interface {
-	Tick(now time.Time)
-}
-
-// Combiner is implemented by a Handler that queues small frames while the
-// engine is busy (TrySendFrames said so, or BufferedTo shows sends to that
-// endpoint waiting) instead of waiting for it, and has them sent by
-// whoever holds the engine next: flat combining. After the handler calls
-// Engine.Queued, the engine calls Combine, holding its send lock:
-//   - with all = true before the next send, flush or endpoint operation
-//     anyone makes on it (so that queued frames go out before the
-//     caller's), on SendQueued, and once frames have waited a short bound;
-//   - with all = false whenever it holds the lock otherwise: the handler
-//     may keep the frames for endpoints that are still backed up
-//     (s.BufferedTo > 0), to grow them, and reports kept = true if it did.
-//
-// Combine may be called on any goroutine. It must not block and must send
-// only through s: calling the engine's own methods from Combine
-// deadlocks.
-type Combiner interface {
-	Combine(s Sender, all bool) (kept bool)
-}
-
-// Sender sends frames on behalf of a Combiner; it is valid only during
-// the Combine call it was passed to.
-type Sender interface {
-	// SendFrames is Engine.SendFrames.
-	SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending bool, err error)
-	// BufferedTo is Engine.BufferedTo.
-	BufferedTo(ep EP) uint64
-}
-
-// TickEvery is the longest an engine goes without calling Tick while it
+// TickEvery is the longest an engine goes without a Tick event while it
 // runs.
 const TickEvery = 100 * time.Millisecond
 
-// Stats are an engine's counters.
+// Stats are an engine's counters, or one endpoint's backlog and path
+// (Engine.Stats).
 type Stats struct {
-	Inflight      uint64 // sends and endpoint closes not completed
-	InflightBytes uint64 // payload bytes in buffered sends not completed
-	ZCFrames      uint64 // frames sent from the caller's memory
-	ImmSends      uint64 // sends completed inline from the caller's memory (no copy)
-	Wakeups       uint64 // times the engine slept and woke
-	Batches       uint64 // non-empty event batches handled
+	// Backlog is the payload bytes of sends the engine holds copies of
+	// and has not finished: to the endpoint asked about (nonzero while
+	// that peer, or the path to it, is backed up), or to all of them.
+	Backlog uint64
+	// Transports names the transports and devices carrying the endpoint
+	// asked about, e.g. "posix/memory" or "tcp/lo" (nil: all endpoints
+	// were asked about, or not known yet).
+	Transports []string
+
+	Inflight uint64 // sends and endpoint closes not completed
+	ZCFrames uint64 // frames sent from the caller's memory
+	ImmSends uint64 // sends completed inline from the caller's memory (no copy)
+	Wakeups  uint64 // times the engine slept and woke
+	Batches  uint64 // non-empty event batches handled
 }
 
-// Engine moves frames: it creates endpoints to peers by address, sends
-// header+payload frames on them and reports what arrives to its Handler.
-// All methods are safe for concurrent use.
+// Frames is a send: Data as consecutive frames of at most Frame bytes,
+// each behind Header with the frame's sequence number (Seq for the first,
+// then one more each: 8 bytes little-endian at SeqOff) and payload length
+// (4 bytes little-endian at LenOff) written into it; Send may write them
+// into Header itself, which is scratch during the call. Frame zero sends
+// Data as one frame behind Header as it is.
+type Frames struct {
+	Header         []byte
+	SeqOff, LenOff int
+	Seq            uint64
+	Data           []byte
+	Frame          int
+	// ZeroCopy sends from Data itself instead of a copy: the caller keeps
+	// Data pinned and unchanged until the engine is done with it (when
+	// Send returns, unless it reports pending: then when a Done event
+	// carrying Token says so).
+	ZeroCopy bool
+	Token    uint64
+}
+
+// Engine moves frames between workers: a peer is known by its worker's
+// address, reached through an endpoint made from it, and what arrives is
+// reported to the engine's Handler. Sends, flushes and endpoint
+// operations go through the engine's Worker, which one goroutine holds at
+// a time (Acquire). All methods are safe for concurrent use.
+//
+// The seam is eleven methods in all, over three interfaces: Engine (5),
+// Worker (5) and Handler (1). Periodic work and writability are event
+// kinds (Tick, Writable), not methods. Engines do not queue or coalesce
+// frames: a caller that finds the worker held (Acquire(false) reports nil)
+// keeps its frames and sends them when it, or whoever holds the worker
+// next, can (a Writable event says when).
 type Engine interface {
 	// Address returns the engine's own address, for peers to connect to.
 	Address() []byte
-	// Connect creates an endpoint to the engine at addr. Implementations
-	// validate addr first: it comes from peers and registries.
-	Connect(addr []byte) (EP, error)
-	// CloseEP starts closing ep: force cancels queued sends, otherwise
-	// they are finished first.
-	CloseEP(ep EP, force bool) error
-	// Flush starts flushing ep: done reports that it finished at once;
-	// otherwise a Done event with token follows.
-	Flush(ep EP, token uint64) (done bool, err error)
-	// Send sends one frame, copied before Send returns.
-	Send(ep EP, header, data []byte) error
-	// SendFrames sends data as consecutive frames of at most frame bytes,
-	// header being a template into which frame i's sequence number
-	// (seq+i, 8 bytes LE at seqOff) and length (4 bytes LE at lenOff) are
-	// written. It returns how many bytes were handed on, and whether the
-	// engine still holds copies of some of them that it has not finished
-	// sending (pending: a full transport; they finish with progress).
-	SendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending bool, err error)
-	// TrySendFrames is SendFrames if the engine is free at once; ok =
-	// false means another goroutine holds it (progressing the worker, or
-	// sending) and nothing was sent: the caller may queue the frames and
-	// call Queued instead of waiting.
-	TrySendFrames(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (sent int, pending, ok bool, err error)
-	// Queued tells the engine that its Handler, a Combiner, has queued
-	// frames: they go out in the next Combine, run by whoever holds the
-	// engine next (the caller itself if the engine is free) — those for an
-	// endpoint that is backed up once it has caught up, or after a short
-	// bound, so that they grow instead of waiting one by one.
-	Queued()
-	// SendQueued has the queued frames sent now (a Combine), waiting for
-	// the engine if another goroutine holds it.
-	SendQueued() error
-	// SendFramesZC is SendFrames without copying data: the caller keeps
-	// data pinned and unchanged until the engine is done with it — when
-	// it returns if wait is false, else when a Done event with token
-	// reports it.
-	SendFramesZC(ep EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int, token uint64) (sent int, wait bool, err error)
+	// Acquire takes the engine's worker, waiting for it if another
+	// goroutine holds it and wait is set; without wait it returns nil
+	// when the worker is held (by any goroutine, the caller included) or
+	// the engine is backed up (for an engine that simulates it), and a
+	// Writable event follows once it is given back: so a holder may ask
+	// for one. The caller gives the worker back with Worker.GiveBack.
+	Acquire(wait bool) Worker
+	// Stats returns the engine's counters and Backlog (for the zero EP),
+	// or ep's Backlog and Transports. It does not wait for the worker
+	// (but to learn an endpoint's transports, until they are known). ep
+	// must not be closed yet.
+	Stats(ep EP) Stats
 	// Release hands back data held with Event.Hold.
 	Release(refs ...stream.Ref)
-	// Transports names the transports and devices carrying ep, e.g.
-	// "posix/memory" or "tcp/lo" (nil: not known yet).
-	Transports(ep EP) []string
-	// Buffered returns the payload bytes of sends the engine holds copies
-	// of and has not finished (cheap: no lock).
-	Buffered() uint64
-	// BufferedTo is Buffered for the sends on one endpoint, which must not
-	// be closed yet (cheap: no lock): nonzero while that peer, or the path
-	// to it, is backed up.
-	BufferedTo(ep EP) uint64
-	// Stats returns the engine's counters.
-	Stats() Stats
 	// Close stops the engine, giving what it still owns up to linger to
 	// finish. Endpoints are closed first by the caller.
 	Close(linger time.Duration) error
+}
+
+// Worker does an engine's sends and endpoint operations, for the one
+// goroutine that holds it (Engine.Acquire). Its methods return an error
+// once the engine is closed.
+type Worker interface {
+	// Connect creates an endpoint to the engine at addr. Implementations
+	// validate addr first: it comes from peers and registries.
+	Connect(addr []byte) (EP, error)
+	// Send sends f on ep. It returns how many bytes of f.Data were handed
+	// on, and pending: the engine has not finished with some of them
+	// (it holds copies it has not sent yet, a full transport; or, for a
+	// zero-copy send, a Done event with f.Token follows).
+	Send(ep EP, f Frames) (sent int, pending bool, err error)
+	// Flush starts flushing ep: done reports that it finished at once;
+	// otherwise a Done event with token follows.
+	Flush(ep EP, token uint64) (done bool, err error)
+	// CloseEP starts closing ep: force cancels queued sends, otherwise
+	// they are finished first. ep must not be used afterwards.
+	CloseEP(ep EP, force bool) error
+	// GiveBack gives the worker back; the Worker must not be used after.
+	GiveBack()
 }

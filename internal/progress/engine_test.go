@@ -3,7 +3,10 @@ package progress
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/ucxnet/ucxnet/internal/cucx"
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/engine/enginetest"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -52,6 +56,28 @@ func (c *collector) HandleEvents(evs []engine.Event) {
 	case c.cond <- struct{}{}:
 	default:
 	}
+}
+
+// connect makes an endpoint from e to the engine at addr.
+func connect(e *Engine, addr []byte) (engine.EP, error) {
+	w := e.Acquire(true)
+	defer w.GiveBack()
+	return w.Connect(addr)
+}
+
+// closeEP closes ep, made by e.
+func closeEP(e *Engine, ep engine.EP, force bool) error {
+	w := e.Acquire(true)
+	defer w.GiveBack()
+	return w.CloseEP(ep, force)
+}
+
+// send sends one frame from e.
+func send(e *Engine, ep engine.EP, hdr, data []byte) error {
+	w := e.Acquire(true)
+	defer w.GiveBack()
+	_, _, err := w.Send(ep, engine.Frames{Header: hdr, Data: data})
+	return err
 }
 
 func newCollector(t *testing.T) *collector {
@@ -101,7 +127,7 @@ func (c *collector) expect(t *testing.T, want map[uint64][]byte) {
 // transport — arrive intact, whether the receiver holds them or not.
 func TestSizesAcrossTheRange(t *testing.T) {
 	a, b := newCollector(t), newCollector(t)
-	ep, err := a.eng.Connect(b.eng.Address())
+	ep, err := connect(a.eng, b.eng.Address())
 	require.NoError(t, err)
 
 	sizes := []int{0, 1, 7, 64, 200, 1000, 4095, 4096, 8000, 8192, 8300, 16 << 10, 65535, 65536, 200_000, 1 << 20, 3<<20 + 5}
@@ -114,7 +140,7 @@ func TestSizesAcrossTheRange(t *testing.T) {
 		id := uint64(i)
 		var hdr [8]byte
 		binary.LittleEndian.PutUint64(hdr[:], id)
-		require.NoError(t, a.eng.Send(ep, hdr[:], data), "size %d", n)
+		require.NoError(t, send(a.eng, ep, hdr[:], data), "size %d", n)
 		want[id] = data
 		clear(data[:min(n, 16)]) // the caller's buffer is free once Send returns
 		want[id] = append([]byte(nil), want[id]...)
@@ -126,18 +152,20 @@ func TestSizesAcrossTheRange(t *testing.T) {
 	b.expect(t, want)
 
 	// A flush completes once everything sent is handed to the transport.
-	done, err := a.eng.Flush(ep, 42)
+	w := a.eng.Acquire(true)
+	done, err := w.Flush(ep, 42)
+	w.GiveBack()
 	require.NoError(t, err)
 	if !done {
 		a.wait(t, func() bool { _, ok := a.done[42]; return ok })
 		require.NoError(t, a.done[42])
 	}
-	t.Logf("sends completed straight from the caller's memory: %d of %d", a.eng.Stats().ImmSends, len(sizes))
+	t.Logf("sends completed straight from the caller's memory: %d of %d", a.eng.Stats(engine.EP{}).ImmSends, len(sizes))
 
-	require.NoError(t, a.eng.CloseEP(ep, false))
+	require.NoError(t, closeEP(a.eng, ep, false))
 	require.NoError(t, a.eng.Close(2*time.Second))
 	require.NoError(t, b.eng.Close(2*time.Second))
-	require.ErrorIs(t, a.eng.Send(ep, []byte("x"), nil), ErrClosed)
+	require.ErrorIs(t, send(a.eng, ep, []byte("x"), nil), ErrClosed)
 }
 
 // Zero-copy sends of every size, cut into shared-memory and network sized
@@ -146,7 +174,7 @@ func TestSizesAcrossTheRange(t *testing.T) {
 // free again.
 func TestZeroCopyFramesAcrossTheRange(t *testing.T) {
 	a, b := newCollector(t), newCollector(t)
-	ep, err := a.eng.Connect(b.eng.Address())
+	ep, err := connect(a.eng, b.eng.Address())
 	require.NoError(t, err)
 
 	sizes := []int{1, 1000, 8000, 8001, 16 << 10, 65536, 200_000, 1 << 20, 3<<20 + 5}
@@ -164,7 +192,10 @@ func TestZeroCopyFramesAcrossTheRange(t *testing.T) {
 			var pin runtime.Pinner
 			pin.Pin(&data[0])
 			token++
-			sent, wait, err := a.eng.SendFramesZC(ep, hdr[:], 0, 8, seq, data, frame, token)
+			w := a.eng.Acquire(true)
+			sent, wait, err := w.Send(ep, engine.Frames{Header: hdr[:], SeqOff: 0, LenOff: 8, Seq: seq, Data: data, Frame: frame,
+				ZeroCopy: true, Token: token})
+			w.GiveBack()
 			require.NoError(t, err, "size %d", n)
 			require.Equal(t, n, sent)
 			if wait {
@@ -180,12 +211,12 @@ func TestZeroCopyFramesAcrossTheRange(t *testing.T) {
 		}
 	}
 	b.expect(t, want)
-	st := a.eng.Stats()
+	st := a.eng.Stats(engine.EP{})
 	t.Logf("%d zero-copy frames; %d sends waited for UCX", st.ZCFrames, len(waits))
 	require.Equal(t, uint64(len(want)), st.ZCFrames)
 	require.Zero(t, st.Inflight)
 
-	require.NoError(t, a.eng.CloseEP(ep, false))
+	require.NoError(t, closeEP(a.eng, ep, false))
 	require.NoError(t, a.eng.Close(2*time.Second))
 	require.NoError(t, b.eng.Close(2*time.Second))
 }
@@ -196,9 +227,9 @@ func connectedPair(t *testing.T) (a, b *collector, ep engine.EP) {
 	a, b = newCollector(t), newCollector(t)
 	t.Cleanup(func() { a.eng.Close(time.Second) })
 	t.Cleanup(func() { b.eng.Close(time.Second) })
-	ep, err := a.eng.Connect(b.eng.Address())
+	ep, err := connect(a.eng, b.eng.Address())
 	require.NoError(t, err)
-	t.Cleanup(func() { a.eng.CloseEP(ep, true) })
+	t.Cleanup(func() { closeEP(a.eng, ep, true) })
 	return a, b, ep
 }
 
@@ -207,15 +238,15 @@ func connectedPair(t *testing.T) (a, b *collector, ep engine.EP) {
 func TestIdleSleepsAndWakes(t *testing.T) {
 	a, b, ep := connectedPair(t)
 	time.Sleep(100 * time.Millisecond)
-	w0 := b.eng.Stats().Wakeups
+	w0 := b.eng.Stats(engine.EP{}).Wakeups
 	time.Sleep(500 * time.Millisecond)
-	w1 := b.eng.Stats().Wakeups
+	w1 := b.eng.Stats(engine.EP{}).Wakeups
 	require.LessOrEqual(t, w1-w0, uint64(10), "idle engine woke %d times in 500 ms", w1-w0)
 
 	var hdr [8]byte
 	binary.LittleEndian.PutUint64(hdr[:], 1)
 	start := time.Now()
-	require.NoError(t, a.eng.Send(ep, hdr[:], []byte("wake up")))
+	require.NoError(t, send(a.eng, ep, hdr[:], []byte("wake up")))
 	b.wait(t, func() bool { return len(b.got) == 1 })
 	t.Logf("frame to a sleeping engine delivered in %v", time.Since(start))
 }
@@ -229,7 +260,7 @@ func TestSendLeavesEngineAsleep(t *testing.T) {
 	var hdr [8]byte
 	send := func(id uint64) {
 		binary.LittleEndian.PutUint64(hdr[:], id)
-		require.NoError(t, a.eng.Send(ep, hdr[:], []byte("ping")))
+		require.NoError(t, send(a.eng, ep, hdr[:], []byte("ping")))
 		b.wait(t, func() bool { return len(b.got) == int(id) })
 	}
 	send(1) // wireup
@@ -237,13 +268,13 @@ func TestSendLeavesEngineAsleep(t *testing.T) {
 	// whatever the wireup's timing was.
 	time.Sleep(300 * time.Millisecond)
 	const n = 20
-	w0 := a.eng.Stats().Wakeups
+	w0 := a.eng.Stats(engine.EP{}).Wakeups
 	start := time.Now()
 	for i := uint64(2); i < n+2; i++ {
 		send(i)
 		time.Sleep(time.Millisecond) // a's engine is asleep again
 	}
-	w1 := a.eng.Stats().Wakeups
+	w1 := a.eng.Stats(engine.EP{}).Wakeups
 	elapsed := time.Since(start)
 	t.Logf("the sender's engine woke %d times for %d sends in %v", w1-w0, n, elapsed)
 	// Its backstop timer (100 ms) and UCX's keepalive (1 s) wake it
@@ -263,4 +294,37 @@ func TestTransportsParse(t *testing.T) {
 		"#                 lane[3]:  5:tcp/lo.0 md4  wireup\n"
 	require.Equal(t, []string{"posix/memory", "cma/memory", "tcp/lo"}, cucx.Transports(info))
 	require.Empty(t, cucx.Transports("nothing here"))
+}
+
+// The engine keeps the contract of every engine, over the transports
+// UCX_TLS allows.
+func TestConformance(t *testing.T) {
+	start := func(t *testing.T, h engine.Handler) engine.Engine {
+		e, err := Start(Config{Settings: []Setting{{Name: "KEEPALIVE_INTERVAL", Value: "1s"}, {Name: "MM_ERROR_HANDLING", Value: "y"}},
+			Spin: 20 * time.Microsecond}, h)
+		if errors.Is(err, ErrUnsupported) {
+			t.Skipf("no UCX to drive in this build: %v", err)
+		}
+		require.NoError(t, err)
+		return e
+	}
+	skip := map[string]string{}
+	a, _, ep := connectedPair(t)
+	if tl := a.eng.Stats(ep).Transports; onlySharedMemory(tl) {
+		// UCX's shared-memory transports judge a peer by its process,
+		// and the peer is this one.
+		skip["PeerDeath"] = fmt.Sprintf("UCX (transports %v) reports no peer death within one process", tl)
+	}
+	enginetest.Run(t, start, skip)
+}
+
+// onlySharedMemory reports whether every transport is a shared-memory one.
+func onlySharedMemory(tl []string) bool {
+	for _, tr := range tl {
+		name, _, _ := strings.Cut(tr, "/")
+		if !sharedMemoryTLs[name] && name != "self" {
+			return false
+		}
+	}
+	return len(tl) > 0
 }

@@ -21,9 +21,7 @@ const (
 
 // exempt lists the files, by slash path from the repository root, that the
 // size bounds skip while a split of them is under way.
-var exempt = map[string]bool{
-	"internal/progress/engine.go": true,
-}
+var exempt = map[string]bool{}
 
 // cliForbidden are the import paths that no file under cmd/ may import.
 var cliForbidden = []string{

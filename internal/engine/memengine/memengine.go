@@ -86,7 +86,7 @@ func (n *Network) ReleaseHeld() {
 func (n *Network) Start(h engine.Handler) (*Engine, error) {
 	id := n.seq.Add(1)
 	e := &Engine{n: n, h: h, addr: fmt.Appendf(nil, "mem:%d", id), wake: make(chan struct{}, 1), done: make(chan struct{})}
-	e.comb, _ = h.(engine.Combiner)
+	e.wk.e = e
 	n.mu.Lock()
 	n.engines[string(e.addr)] = e
 	n.mu.Unlock()
@@ -109,13 +109,11 @@ type Engine struct {
 
 	sent, batches atomic.Uint64
 
-	// smu is the send lock (the real engine's worker lock): sends,
-	// flushes and endpoint closes take it, and a Combiner handler's queued
-	// frames go out first (engine.Combiner).
+	// smu is the worker's lock (Acquire), as the real engine's is.
 	smu    sync.Mutex
-	comb   engine.Combiner
-	queued atomic.Bool
-	busy   atomic.Bool // SetBusy: TrySendFrames fails, as if the engine were held
+	wk     worker
+	busy   atomic.Bool // SetBusy: Acquire(false) fails, as if the engine were held and backed up
+	wanted atomic.Bool // an Acquire(false) failed: a Writable event is owed
 }
 
 // ep is an endpoint from one engine to another.
@@ -133,13 +131,51 @@ var _ engine.Engine = (*Engine)(nil)
 // network could have.
 var ErrBadAddress = errors.New("memengine: malformed address")
 
+// errClosed is what the worker's methods return once the engine is closed.
+var errClosed = errors.New("memengine: engine closed")
+
 // Address returns the engine's address.
 func (e *Engine) Address() []byte { return e.addr }
+
+// Acquire takes the worker; without wait it returns nil while another
+// goroutine holds it or the engine is busy (SetBusy), and a Writable event
+// follows once it is free.
+func (e *Engine) Acquire(wait bool) engine.Worker {
+	if wait {
+		e.smu.Lock()
+		return &e.wk
+	}
+	if !e.busy.Load() && e.smu.TryLock() {
+		return &e.wk
+	}
+	e.wanted.Store(true)
+	if !e.busy.Load() && e.smu.TryLock() {
+		return &e.wk
+	}
+	return nil
+}
+
+// SetBusy makes the engine look held and backed up while busy is true:
+// Acquire(false) fails and every backlog reads 1; clearing it posts a
+// Writable event.
+func (e *Engine) SetBusy(busy bool) {
+	e.busy.Store(busy)
+	if !busy {
+		e.wanted.Store(false)
+		e.post(engine.Event{Kind: engine.Writable})
+	}
+}
+
+// worker is the engine.Worker of whoever holds smu.
+type worker struct{ e *Engine }
+
+var _ engine.Worker = (*worker)(nil)
 
 // Connect creates an endpoint to the engine at addr. An address of no live
 // engine fails with an error matching syscall.ECONNREFUSED, as UCX's does
 // for an unreachable worker.
-func (e *Engine) Connect(addr []byte) (engine.EP, error) {
+func (k *worker) Connect(addr []byte) (engine.EP, error) {
+	e := k.e
 	if len(addr) < 5 || string(addr[:4]) != "mem:" {
 		return engine.EP{}, fmt.Errorf("%w: %q", ErrBadAddress, addr)
 	}
@@ -153,7 +189,7 @@ func (e *Engine) Connect(addr []byte) (engine.EP, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return engine.EP{}, errors.New("memengine: engine closed")
+		return engine.EP{}, errClosed
 	}
 	e.eps = append(e.eps, p)
 	return engine.NewEP(p), nil
@@ -165,13 +201,12 @@ func epOf(x engine.EP) *ep {
 }
 
 // CloseEP closes ep.
-func (e *Engine) CloseEP(x engine.EP, force bool) error {
+func (k *worker) CloseEP(x engine.EP, force bool) error {
+	e := k.e
 	p := epOf(x)
-	if p == nil {
+	if p == nil || p.local != e {
 		return errors.New("memengine: no such endpoint")
 	}
-	e.lock()
-	defer e.unlock()
 	p.closed.Store(true)
 	e.mu.Lock()
 	if i := slices.Index(e.eps, p); i >= 0 {
@@ -182,97 +217,36 @@ func (e *Engine) CloseEP(x engine.EP, force bool) error {
 }
 
 // Flush finishes at once: sends are delivered when made.
-func (e *Engine) Flush(engine.EP, uint64) (bool, error) {
-	return true, e.SendQueued() // what was queued goes out first
+func (k *worker) Flush(x engine.EP, _ uint64) (bool, error) {
+	if k.e.isClosed() {
+		return false, errClosed
+	}
+	if p := epOf(x); p == nil || p.failed.Load() {
+		return false, errReset
+	}
+	return true, nil
+}
+
+// GiveBack lets the worker go; a Writable event follows if an
+// Acquire(false) found it held.
+func (k *worker) GiveBack() {
+	e := k.e
+	e.smu.Unlock()
+	if !e.busy.Load() && e.wanted.Swap(false) {
+		e.post(engine.Event{Kind: engine.Writable})
+	}
+}
+
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
 }
 
 // errReset is what a send on a failed or closed endpoint returns.
 var errReset = fmt.Errorf("memengine: endpoint failed: %w", syscall.ECONNRESET)
 
-// Send sends one frame.
-func (e *Engine) Send(x engine.EP, header, data []byte) error {
-	e.lock()
-	defer e.unlock()
-	return e.send(x, header, data)
-}
-
-// lock takes the send lock and sends what the handler queued.
-func (e *Engine) lock() {
-	e.smu.Lock()
-	e.combineLocked(true)
-}
-
-// unlock sends what the handler queued (unless busy, standing for a
-// backed-up engine) and lets the send lock go; frames queued by a
-// goroutine that found it held are sent by whoever takes it next, or here.
-func (e *Engine) unlock() {
-	e.combineLocked(false)
-	e.smu.Unlock()
-	for e.queued.Load() && !e.busy.Load() && e.smu.TryLock() {
-		e.combineLocked(false) // not busy: nothing is kept, the loop ends
-		e.smu.Unlock()
-	}
-}
-
-func (e *Engine) combineLocked(force bool) {
-	if e.comb == nil || !e.queued.Load() {
-		return
-	}
-	e.queued.Store(false)
-	if e.comb.Combine(sender{e}, force) {
-		e.queued.Store(true)
-	}
-}
-
-// sender sends for a Combine, the send lock held.
-type sender struct{ e *Engine }
-
-func (s sender) SendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (int, bool, error) {
-	n, err := s.e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
-	return n, false, err
-}
-
-func (s sender) BufferedTo(x engine.EP) uint64 { return s.e.BufferedTo(x) }
-
-// SetBusy makes the engine look held and backed up while busy is true:
-// TrySendFrames fails, Buffered reports 1, and queued frames wait for an
-// operation that forces them out (a send, flush or SendQueued); clearing
-// it sends what was queued.
-func (e *Engine) SetBusy(busy bool) {
-	e.busy.Store(busy)
-	if !busy && e.queued.Load() {
-		_ = e.SendQueued()
-	}
-}
-
-// TrySendFrames is SendFrames, unless the engine is busy (SetBusy).
-func (e *Engine) TrySendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (int, bool, bool, error) {
-	if e.busy.Load() || !e.smu.TryLock() {
-		return 0, false, false, nil
-	}
-	e.combineLocked(false) // what others queued (this conn has none), as the UCX engine does
-	n, err := e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
-	e.unlock()
-	return n, false, true, err
-}
-
-// Queued implements engine.Engine: what the handler queued is sent now,
-// unless the engine is busy or held.
-func (e *Engine) Queued() {
-	e.queued.Store(true)
-	if !e.busy.Load() && e.smu.TryLock() {
-		e.unlock()
-	}
-}
-
-// SendQueued implements engine.Engine.
-func (e *Engine) SendQueued() error {
-	e.lock()
-	e.unlock()
-	return nil
-}
-
-// send delivers one frame; the send lock is held.
+// send delivers one frame; the worker is held.
 func (e *Engine) send(x engine.EP, header, data []byte) error {
 	p := epOf(x)
 	if p == nil || p.closed.Load() || p.failed.Load() {
@@ -316,62 +290,54 @@ func (e *Engine) send(x engine.EP, header, data []byte) error {
 	return nil
 }
 
-// SendFrames sends data as frames of at most frame bytes.
-func (e *Engine) SendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (int, bool, error) {
-	e.lock()
-	defer e.unlock()
-	n, err := e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
-	return n, false, err
-}
-
-func (e *Engine) sendFrames(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int) (int, error) {
-	if frame <= 0 {
-		return 0, errors.New("memengine: frame size must be positive")
+// Send sends f's frames; the data is copied, so a zero-copy send is done
+// when Send returns (never pending).
+func (k *worker) Send(x engine.EP, f engine.Frames) (int, bool, error) {
+	e := k.e
+	if e.isClosed() {
+		return 0, false, errClosed
 	}
-	h := append([]byte(nil), header...)
-	sent := 0
-	for sent < len(data) {
-		m := min(frame, len(data)-sent)
-		binary.LittleEndian.PutUint64(h[seqOff:], seq)
-		binary.LittleEndian.PutUint32(h[lenOff:], uint32(m))
-		if err := e.send(x, h, data[sent:sent+m]); err != nil {
-			return sent, err
+	if f.Frame <= 0 {
+		if err := e.send(x, f.Header, f.Data); err != nil {
+			return 0, false, err
+		}
+		return len(f.Data), false, nil
+	}
+	if f.SeqOff < 0 || f.LenOff < 0 || f.SeqOff+8 > len(f.Header) || f.LenOff+4 > len(f.Header) {
+		return 0, false, errors.New("memengine: sequence or length offset outside the header")
+	}
+	h := append([]byte(nil), f.Header...)
+	sent, seq := 0, f.Seq
+	for sent < len(f.Data) {
+		m := min(f.Frame, len(f.Data)-sent)
+		binary.LittleEndian.PutUint64(h[f.SeqOff:], seq)
+		binary.LittleEndian.PutUint32(h[f.LenOff:], uint32(m))
+		if err := e.send(x, h, f.Data[sent:sent+m]); err != nil {
+			return sent, false, err
 		}
 		sent += m
 		seq++
 	}
-	return sent, nil
-}
-
-// SendFramesZC is SendFrames: the data is copied, so the caller never
-// waits.
-func (e *Engine) SendFramesZC(x engine.EP, header []byte, seqOff, lenOff int, seq uint64, data []byte, frame int, token uint64) (int, bool, error) {
-	e.lock()
-	defer e.unlock()
-	n, err := e.sendFrames(x, header, seqOff, lenOff, seq, data, frame)
-	return n, false, err
+	return sent, false, nil
 }
 
 // Release does nothing: received data is Go memory.
 func (e *Engine) Release(...stream.Ref) {}
 
-// Transports names the in-memory transport.
-func (e *Engine) Transports(engine.EP) []string { return []string{"mem"} }
-
-// Buffered is 0 (sends are delivered when made), or 1 while busy (SetBusy).
-func (e *Engine) Buffered() uint64 {
+// Stats returns the engine's counters, or an endpoint's backlog and
+// transport ("mem"). The backlog is 0 (sends are delivered when made), or
+// 1 while busy (SetBusy).
+func (e *Engine) Stats(x engine.EP) engine.Stats {
+	var st engine.Stats
 	if e.busy.Load() {
-		return 1
+		st.Backlog = 1
 	}
-	return 0
-}
-
-// BufferedTo is Buffered: busy stands for every endpoint backed up.
-func (e *Engine) BufferedTo(engine.EP) uint64 { return e.Buffered() }
-
-// Stats returns the engine's counters.
-func (e *Engine) Stats() engine.Stats {
-	return engine.Stats{Batches: e.batches.Load()}
+	if x.Valid() {
+		st.Transports = []string{"mem"}
+		return st
+	}
+	st.Batches = e.batches.Load()
+	return st
 }
 
 // Inject delivers a frame to e as if from an endpoint identified by from
@@ -442,16 +408,13 @@ func (e *Engine) post(ev engine.Event) {
 
 func (e *Engine) loop() {
 	var batch []engine.Event
-	ticker, _ := e.h.(engine.Ticker)
 	tick := time.NewTicker(engine.TickEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-e.wake:
-		case now := <-tick.C:
-			if ticker != nil {
-				ticker.Tick(now)
-			}
+		case <-tick.C:
+			e.h.HandleEvents([]engine.Event{{Kind: engine.Tick}})
 			continue
 		case <-e.done:
 			return
