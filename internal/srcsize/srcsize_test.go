@@ -19,10 +19,6 @@ const (
 	maxFuncLines = 80
 )
 
-// exempt lists the files, by slash path from the repository root, that the
-// size bounds skip while a split of them is under way.
-var exempt = map[string]bool{}
-
 // cliForbidden are the import paths that no file under cmd/ may import.
 var cliForbidden = []string{
 	"github.com/ucxnet/ucxnet/internal/cucx",
@@ -40,7 +36,6 @@ func TestSourceShape(t *testing.T) {
 	}
 	t.Logf("%d Go files in %d modules: %s", len(files), len(modules), strings.Join(modules, " "))
 	fset := token.NewFileSet()
-	seen := map[string]bool{}
 	for _, rel := range files {
 		src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
 		if err != nil {
@@ -56,21 +51,8 @@ func TestSourceShape(t *testing.T) {
 		if strings.HasSuffix(rel, "_test.go") {
 			continue
 		}
-		problems := sizeProblems(fset, rel, src, f)
-		if exempt[rel] {
-			seen[rel] = true
-			if len(problems) == 0 {
-				t.Errorf("%s keeps to the bounds now: drop its entry from exempt", rel)
-			}
-			continue
-		}
-		for _, p := range problems {
+		for _, p := range sizeProblems(fset, rel, src, f) {
 			t.Error(p)
-		}
-	}
-	for rel := range exempt {
-		if !seen[rel] {
-			t.Errorf("exempt names %s, which is not a non-test Go file here: drop the entry", rel)
 		}
 	}
 }
