@@ -188,8 +188,8 @@ type outQueue struct {
 	mu    sync.Mutex
 	peers []*peer
 	spare []*peer // sendQueued's swap buffer
-	// keptSince is when sendQueued last kept frames for a backed-up peer
-	// after sending none (zero: it did not), under mu.
+	// keptSince is when sendQueued began keeping frames for backed-up
+	// peers (zero: it keeps none), under mu.
 	keptSince time.Time
 	// failed lists the conns whose open frame's send failed, to reset
 	// outside the worker (resetFailed), under mu.
@@ -293,7 +293,7 @@ func (t *Transport) sendQueued(w engine.Worker, all bool) (sent bool) {
 		t.sendPeerOut(w, p, closing)
 		sent = true
 	}
-	t.keepOut(peers, k, sent)
+	t.keepOut(peers, k)
 	if k > 0 {
 		t.eng.Acquire(false) // nil (w is held): a Writable event follows
 	}
@@ -302,13 +302,13 @@ func (t *Transport) sendQueued(w engine.Worker, all bool) (sent bool) {
 
 // keepOut puts the k peers kept at the head of peers back on the queue,
 // before those queued meanwhile (they are older), and notes since when
-// frames are kept without any sent.
-func (t *Transport) keepOut(peers []*peer, k int, sent bool) {
+// frames are kept.
+func (t *Transport) keepOut(peers []*peer, k int) {
 	q := &t.out
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
-	case k == 0 || sent:
+	case k == 0:
 		q.keptSince = time.Time{}
 	case q.keptSince.IsZero():
 		q.keptSince = time.Now()
