@@ -8,12 +8,12 @@
 // ucp_worker_progress, receives what UCX reported as a batch of events
 // from a single cgo call, and hands the batch to a Handler. After activity
 // it spins for a while (longer after bulk frames that keep arriving just
-// after it fell asleep: spin.go; not at all after a wake that came long
-// after it fell asleep: requests spaced in time); when quiet it arms the
+// after it fell asleep; not at all after a wake that came long after it
+// fell asleep: requests spaced in time); when quiet it arms the
 // worker and sleeps in poll(2) on the worker's event fd, so an idle
 // process burns no CPU. Submitters wake it with ucp_worker_signal only
 // when it is asleep and, between requests spaced in time, only when UCX
-// holds work that only progress advances (sent).
+// holds work that only progress advances.
 package progress
 
 import (
