@@ -177,9 +177,8 @@ type Engine interface {
 	// for one. The caller gives the worker back with Worker.GiveBack.
 	Acquire(wait bool) Worker
 	// Stats returns the engine's counters and Backlog (for the zero EP),
-	// or ep's Backlog and Transports. It does not wait for the worker
-	// (but to learn an endpoint's transports, until they are known). ep
-	// must not be closed yet.
+	// or ep's Backlog and Transports. It never waits for the worker, and
+	// may be called holding it. ep must not be closed yet.
 	Stats(ep EP) Stats
 	// Release hands back data held with Event.Hold.
 	Release(refs ...stream.Ref)

@@ -177,8 +177,9 @@ func (e *Engine) noteStats(st cucx.Stats) {
 }
 
 // Stats returns the engine's counters as of the last call into UCX, or
-// ep's backlog and transports. Only an endpoint whose transports are not
-// known yet waits for the worker, to ask UCX.
+// ep's backlog and transports. It never waits for the worker: an
+// endpoint's transports are learnt when it is made, or asked of UCX here
+// if the worker is free (nil otherwise).
 func (e *Engine) Stats(ep engine.EP) engine.Stats {
 	if !ep.Valid() {
 		return engine.Stats{
@@ -195,15 +196,23 @@ func (e *Engine) Stats(ep engine.EP) engine.Stats {
 		st.Transports = tl.([]string)
 		return st
 	}
-	e.mu.Lock()
-	if !e.closed {
-		st.Transports = cucx.Transports(e.w.EPInfo(u))
-		if st.Transports != nil {
-			e.transports.Store(u, st.Transports)
+	if e.mu.TryLock() { // never waits: the caller may hold the worker
+		if !e.closed {
+			st.Transports = e.learnTransports(u)
 		}
+		e.mu.Unlock()
 	}
-	e.mu.Unlock()
 	return st
+}
+
+// learnTransports asks UCX which transports carry u and keeps the answer
+// once there is one. The worker is locked.
+func (e *Engine) learnTransports(u cucx.EP) []string {
+	tl := cucx.Transports(e.w.EPInfo(u))
+	if tl != nil {
+		e.transports.Store(u, tl)
+	}
+	return tl
 }
 
 // Pause stops the engine — progress and every call into UCX — until

@@ -65,6 +65,7 @@ func (k *worker) Connect(addr []byte) (engine.EP, error) {
 	if err != nil {
 		return engine.EP{}, err
 	}
+	e.learnTransports(u)
 	return engine.NewEP(u), nil
 }
 

@@ -227,8 +227,9 @@ func testAcquireHeld(t *testing.T, start Start) {
 	w.GiveBack()
 }
 
-// Stats answers for the engine and for an endpoint; an endpoint's backlog
-// is within the engine's.
+// Stats answers for the engine and for an endpoint, without waiting for
+// the worker (the caller may hold it); an endpoint's backlog is within
+// the engine's.
 func testStats(t *testing.T, start Start) {
 	a, b, ep := pair(t, start)
 	if _, _, err := send(a.e, ep, engine.Frames{Header: header(1, 1), Data: payload(1, 1000)}); err != nil {
@@ -244,6 +245,19 @@ func testStats(t *testing.T, start Start) {
 	}
 	if len(one.Transports) == 0 {
 		t.Fatal("no transports for an endpoint that carried a frame")
+	}
+	w := a.e.Acquire(true)
+	defer w.GiveBack()
+	done := make(chan struct{})
+	go func() {
+		a.e.Stats(ep)
+		a.e.Stats(engine.EP{})
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait):
+		t.Fatal("Stats waited for the held worker")
 	}
 }
 
