@@ -36,7 +36,7 @@ vet: deps
 
 ## check-builds: the core module builds and vets without cgo and vets (tests
 ## included) for darwin (internal/cucx's stub, which returns cucx.ErrUnsupported), and the
-## tests that need no UCX pass without cgo: the stub's, the framing's,
+## tests that need no UCX pass without cgo: the stub's, the framing's, the pure internal packages',
 ## ucxnet's (its conn tests over the in-memory engine, nettest included, and
 ## the kernel-TCP lane's; tests that need UCX skip) and the source-shape
 ## check's (internal/srcsize: every module's file and function sizes, the
@@ -45,7 +45,7 @@ check-builds:
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) vet ./...
 	GOOS=darwin $(GO) vet ./...
-	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/ ./internal/stream/ ./internal/engine/... ./internal/auth/ ./internal/cloexec/ ./internal/srcsize/ ./ucxnet/
+	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/ ./internal/stream/ ./internal/engine/... ./internal/auth/ ./internal/cloexec/ ./internal/procstat/ ./internal/smfifo/ ./internal/srcsize/ ./ucxnet/
 
 ## test: deps, the suite with -race under UCX_TLS=tcp and UCX_TLS=sm
 ## (test-passes) and, beside it, the no-cgo/darwin builds, go vet and a

@@ -58,11 +58,11 @@ func (t *Transport) handleEvents(evs []engine.Event) {
 }
 
 // tickAll is the engine's Tick: the keepalive sweep, the watch over the
-// process's shared-memory FIFOs (smfifo_linux.go) and the close-on-exec
+// process's shared-memory FIFOs (smWatch) and the close-on-exec
 // sweep (fdSweep) ride on the engine's wake-ups, and frames kept for a
 // backed-up peer go out.
 func (t *Transport) tickAll(now time.Time) {
-	smWatch.tick(now)
+	smWatch.Tick(now)
 	fdSweep.Tick(now)
 	t.tick(now)
 	t.flushOut()
@@ -243,7 +243,7 @@ func (t *Transport) failPeer(p *peer, why string) { t.failPeerClose(p, why, true
 // failPeerClose fails every conn to p and closes p's endpoint, forced or
 // not.
 func (t *Transport) failPeerClose(p *peer, why string, force bool) {
-	smWatch.notePeerFailure(time.Now())
+	smWatch.NotePeerFailure(time.Now())
 	t.mu.Lock()
 	conns := make([]*Conn, 0, len(p.conns))
 	for _, c := range p.conns {

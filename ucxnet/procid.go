@@ -15,7 +15,7 @@ package ucxnet
 // user's (another user cannot stop it, and this user can already do
 // anything to this process), and at most maxStoppedPerProc peers may
 // claim one process. While a peer is found stopped, smWatch repairs no
-// shared-memory FIFO slot (smfifo_linux.go): the stuck one may be that
+// shared-memory FIFO slot: the stuck one may be that
 // peer's, half written.
 
 import (
@@ -64,6 +64,6 @@ func (t *Transport) keepStopped(p *peer, now int64) bool {
 	}
 	p.lastRecv.Store(now)
 	t.stats.keepAliveStopped.Add(1)
-	smWatch.noteStoppedPeer(time.Unix(0, now).Add(2 * ka))
+	smWatch.NoteStoppedPeer(time.Unix(0, now).Add(2 * ka))
 	return true
 }

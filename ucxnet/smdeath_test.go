@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ucxnet/ucxnet/internal/smfifo"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -30,7 +31,7 @@ func TestSmPeerDeathNotDeaf(t *testing.T) {
 	if os.Getenv("UCX_TLS") != "sm" {
 		t.Skip("a shared-memory scenario: runs under UCX_TLS=sm")
 	}
-	if !smRepairVerified() {
+	if !smfifo.Verified(UCX().Version) {
 		t.Skipf("the stuck-FIFO repair is verified with UCX 1.13 only and is off with UCX %s: a sender killed mid-write can leave this process deaf over shared memory (docs/RELIABILITY.md)", UCX().Version)
 	}
 	dir := t.TempDir()
@@ -100,7 +101,7 @@ func TestSmPeerDeathNotDeaf(t *testing.T) {
 		bystander.Wait()
 		victim = next
 	}
-	t.Logf("stuck FIFO slots published: %d", smWatch.repairs())
+	t.Logf("stuck FIFO slots published: %d", smWatch.Repairs())
 }
 
 const smDeathRounds = 20

@@ -1,10 +1,16 @@
 package ucxnet
 
+// The process-wide watches that ride on every engine's ticks
+// (Transport.tickAll): the close-on-exec sweep and the repair of stuck
+// shared-memory FIFOs. Descriptors and FIFOs are the process's, shared by
+// all its Transports, so there is one of each.
+
 import (
 	"os"
 
 	"github.com/ucxnet/ucxnet/internal/cloexec"
 	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/internal/smfifo"
 )
 
 // EnvNoCloexec names the environment variable that, set to "1", keeps
@@ -13,8 +19,7 @@ import (
 // initialised.
 const EnvNoCloexec = "UCXNET_NO_CLOEXEC"
 
-// fdSweep marks UCX's descriptors close-on-exec, for every Transport of
-// the process: when a worker is created, after each endpoint is made (a
+// fdSweep marks UCX's descriptors close-on-exec: when a worker is created, after each endpoint is made (a
 // dial, a CONNECT) and when an ACCEPT arrives (UCX's async thread accepts
 // tcp connections on its own), before the dial or the Accept returns; and
 // at each engine tick for a second after, since UCX makes more sockets
@@ -29,3 +34,8 @@ func (t *Transport) markUCXFDs() {
 		fdSweep.Request()
 	}
 }
+
+// smWatch publishes a shared-memory FIFO slot that a peer killed mid-write
+// left unpublished, so that this process does not go deaf over shared
+// memory (UCX 1.13, Linux); peers' failures and stops tell it when.
+var smWatch = smfifo.New(UCX().Version)
