@@ -12,6 +12,7 @@ import (
 
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/internal/statsock"
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -61,9 +62,9 @@ type Transport struct {
 	ops   map[uint64]chan error // flushes and zero-copy sends UCX has not finished, by token
 
 	stats    counters
-	statsSrv *statsServer // the stats socket (statsock.go); nil: none
-	logLimit logLimiter   // Config.Logger records a peer's input causes (logger.go)
-	lanes    laneConns    // conns on the kernel-TCP lane (tcpconn.go)
+	statsSrv *statsock.Server // the stats socket (statsock.go); nil: none
+	logLimit logLimiter       // Config.Logger records a peer's input causes (logger.go)
+	lanes    laneConns        // conns on the kernel-TCP lane (tcpconn.go)
 }
 
 // NewTransport starts a transport: a UCP context, a worker and its
@@ -183,7 +184,7 @@ func (t *Transport) Close() error {
 		ls = append(ls, l)
 	}
 	t.mu.Unlock()
-	srv.close()
+	srv.Close()
 	removeLive(t)
 	for _, l := range ls {
 		l.Close()
