@@ -37,23 +37,25 @@ const (
 	connectRate  = 128
 )
 
-// admission is a Transport's state for endpoints made from CONNECTs
-// (under Transport.mu).
+// admission is a Transport's token buckets for endpoints made from
+// CONNECTs (under Transport.mu). Each shard keeps, in madeBy, the peer
+// made from a CONNECT that arrived on it by the From that CONNECT came
+// from.
 type admission struct {
 	attach, refuse bucket
-	// madeBy finds the peer made from a CONNECT by the From that CONNECT
-	// came from.
-	madeBy map[uintptr]*peer
 }
 
-// admitLocked decides whether a CONNECT from the endpoint from (0: not
-// known) may make an endpoint to a worker address that no peer has; it
-// takes a token if so, and counts a refusal. t.mu is held.
-func (t *Transport) admitLocked(from uintptr) error {
+// admitLocked decides whether a CONNECT that arrived on s from the
+// endpoint from (0: not known) may make an endpoint to addr, a worker
+// address that no peer of the chosen shard has; it takes a token if so,
+// and counts a refusal. t.mu is held.
+func (s *shard) admitLocked(from uintptr, addr []byte) error {
+	t := s.t
 	a := &t.admit
 	b := &a.refuse
 	if from != 0 {
-		if t.peersByFrom[from] != nil || a.madeBy[from] != nil {
+		if q := s.peersByFrom[from]; q != nil && q.addr != string(addr) ||
+			s.madeBy[from] != nil && s.madeBy[from].addr != string(addr) {
 			// The sender is a peer of ours under another address, or
 			// made one from another address already.
 			t.stats.connectsDropped.Add(1)
@@ -68,29 +70,32 @@ func (t *Transport) admitLocked(from uintptr) error {
 	return nil
 }
 
-// madeLocked records that a CONNECT from the endpoint from made p. t.mu is
-// held.
-func (t *Transport) madeLocked(p *peer, from uintptr) {
+// madeLocked records that a CONNECT that arrived on s from the endpoint
+// from made p (a peer of s or of another shard). t.mu is held.
+func (s *shard) madeLocked(p *peer, from uintptr) {
 	if from == 0 {
 		return
 	}
-	if t.admit.madeBy == nil {
-		t.admit.madeBy = make(map[uintptr]*peer)
+	if s.madeBy == nil {
+		s.madeBy = make(map[uintptr]*peer)
 	}
-	p.madeBy = from
-	t.admit.madeBy[from] = p
+	p.madeBy, p.madeAt = from, s
+	if s.madeBy[from] == nil {
+		s.madeBy[from] = p
+	}
 }
 
-// forgetPeerLocked removes p from every peer table. t.mu is held.
-func (t *Transport) forgetPeerLocked(p *peer) {
-	if t.peers[p.addr] == p {
-		delete(t.peers, p.addr)
+// forgetPeerLocked removes p, a peer of s, from every peer table. t.mu is
+// held.
+func (s *shard) forgetPeerLocked(p *peer) {
+	if s.peers[p.addr] == p {
+		delete(s.peers, p.addr)
 	}
-	if t.peersByEP[p.ep] == p {
-		delete(t.peersByEP, p.ep)
+	if s.peersByEP[p.ep] == p {
+		delete(s.peersByEP, p.ep)
 	}
-	t.forgetFromLocked(p)
-	if p.madeBy != 0 && t.admit.madeBy[p.madeBy] == p {
-		delete(t.admit.madeBy, p.madeBy)
+	s.forgetFromLocked(p)
+	if m := p.madeAt; m != nil && m.madeBy[p.madeBy] == p {
+		delete(m.madeBy, p.madeBy)
 	}
 }

@@ -59,6 +59,8 @@ func TestAttackRelabelledTransportHelper(t *testing.T) {
 	reg := registry.NewMemory()
 	p := newPair(t, Config{Registry: reg})
 	raw := newRawPeer(t, p.server)
+	imp := newRawPeer(t, p.client)
+	require.NoError(t, reg.Register(t.Context(), registry.Entry{Name: "impostor", Address: imp.eng.Address()}))
 	for what, addr := range relabelled(t, raw.eng.Address()) {
 		require.NoError(t, cucx.ValidateAddress(addr), "%s: the forged address is well formed", what)
 		for i, name := range []string{p.ln.Addr().String(), p.ln.Addr().String(), "nobody"} {
@@ -69,6 +71,12 @@ func TestAttackRelabelledTransportHelper(t *testing.T) {
 		}
 		// Through the registry: the dialer must not crash either.
 		dialRefusedEntry(t, p, reg, "forged-"+strings.ReplaceAll(what, " ", "-"), addr)
+		// Through a listener's ACCEPT naming the worker to continue with
+		// (a dialer with one worker offers no such ACCEPT).
+		for range len(p.client.shards) - 1 {
+			err, _ := impostorAccept(t, p, imp, "impostor", func(int) []byte { return addr })
+			require.ErrorIs(t, err, ErrProtocol, "%s in an ACCEPT", what)
+		}
 	}
 	time.Sleep(500 * time.Millisecond) // the CONNECTs are handled by now, or would have crashed us
 	requireSurvived(t, p)

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ucxnet/ucxnet/internal/auth"
+	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -267,6 +268,7 @@ func impostorDial(t *testing.T, p *pair, raw *rawPeer, name string, key []byte, 
 		errc <- err
 	}()
 	cp := capturedProof{lid: 4242}
+	var dialer engine.EP // to the worker the CONNECT named, as a listener answers
 	timeout := time.After(20 * time.Second)
 	for {
 		select {
@@ -280,11 +282,12 @@ func impostorDial(t *testing.T, p *pair, raw *rawPeer, name string, key []byte, 
 				reply := stream.Hello{ConnID: cp.lid, EagerMax: 1 << 20, Window: 1 << 20, Name: name, LocalName: name, Nonce: cp.nl}
 				b, err := reply.MarshalBinary()
 				require.NoError(t, err)
-				raw.sendFrame(t, stream.Header{Kind: stream.KindAccept, ConnID: cp.did}, b)
+				dialer = raw.endpointTo(t, hello.WorkerAddr)
+				raw.sendFrameTo(t, dialer, stream.Header{Kind: stream.KindAccept, ConnID: cp.did}, b)
 			case f.h.Kind == stream.KindAuth && f.h.ConnID == cp.lid:
 				require.NoError(t, hello.UnmarshalBinary(f.data))
 				cp.mac = hello.MAC
-				raw.sendFrame(t, stream.Header{Kind: stream.KindRefuse, ConnID: cp.did, Aux: uint64(stream.RefuseAuth)}, nil)
+				raw.sendFrameTo(t, dialer, stream.Header{Kind: stream.KindRefuse, ConnID: cp.did, Aux: uint64(stream.RefuseAuth)}, nil)
 			}
 		case err := <-errc:
 			return cp, err

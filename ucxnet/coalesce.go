@@ -93,18 +93,18 @@ func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent 
 	// waiting in UCX (else this frame would only queue behind them).
 	var pending, free bool
 	err = c.peer.use(func(ep engine.EP) (err error) {
-		if c.t.eng.Stats(ep).Backlog > 0 {
+		if c.sh.eng.Stats(ep).Backlog > 0 {
 			return nil
 		}
-		w := c.t.eng.Acquire(false)
+		w := c.sh.eng.Acquire(false)
 		if w == nil {
 			return nil
 		}
 		free = true
-		c.t.sendQueued(w, false) // what others queued (this conn has none: it would have appended)
+		c.sh.sendQueued(w, false) // what others queued (this conn has none: it would have appended)
 		sent, pending, err = w.Send(ep, engine.Frames{Header: hb[:], SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
 			Seq: c.seq, Data: p, Frame: frame})
-		c.t.giveBack(w)
+		c.sh.giveBack(w)
 		return err
 	})
 	if free || err != nil {
@@ -128,7 +128,7 @@ func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent 
 	o.mu.Unlock()
 	c.seq++
 	c.t.stats.queuedWrites.Add(1)
-	c.t.queueOut(c)
+	c.sh.queueOut(c)
 	return len(p), true, nil
 }
 
@@ -155,7 +155,7 @@ func (c *Conn) appendOut(p []byte, frame int) (appended, open bool) {
 			return false, true
 		}
 		// Full: send it (and whatever else is queued), then start anew.
-		c.t.flushOut()
+		c.sh.flushOut()
 	}
 }
 
@@ -181,9 +181,9 @@ func (t *Transport) putOutBuf(b []byte) {
 // maxOutBufs is how many open-frame buffers a transport keeps for reuse.
 const maxOutBufs = 64
 
-// outQueue is a transport's queue of open frames: the peers with conns
-// whose frame waits to be sent (each peer's conns are in peer.outQ), in
-// the order they were first queued. mu is a leaf lock.
+// outQueue is a shard's queue of open frames: the peers of its worker
+// with conns whose frame waits to be sent (each peer's conns are in
+// peer.outQ), in the order they were first queued. mu is a leaf lock.
 type outQueue struct {
 	mu    sync.Mutex
 	peers []*peer
@@ -204,13 +204,13 @@ type outQueue struct {
 // per peer), nor its own.
 const maxQueueWait = 100 * time.Microsecond
 
-// queueOut puts c's open frame on its peer's queue (and the peer on the
-// transport's list of peers with queued frames), then sends it if the
+// queueOut puts c's open frame on its peer's queue (and the peer on s's
+// list of peers with queued frames; c is on s), then sends it if the
 // worker is free and the peer caught up; else whoever holds the worker
 // sees to it when giving it back, or the engine's Writable event does.
-func (t *Transport) queueOut(c *Conn) {
+func (s *shard) queueOut(c *Conn) {
 	p := c.peer
-	q := &t.out
+	q := &s.out
 	q.mu.Lock()
 	if len(p.outQ) == 0 {
 		q.peers = append(q.peers, p)
@@ -219,30 +219,30 @@ func (t *Transport) queueOut(c *Conn) {
 	q.mu.Unlock()
 	q.fresh.Store(true)
 	q.queued.Store(true)
-	if w := t.eng.Acquire(false); w != nil {
-		t.giveBack(w)
+	if w := s.eng.Acquire(false); w != nil {
+		s.giveBack(w)
 	}
 }
 
-// acquire takes the engine's worker, waiting for it, and sends every
+// acquire takes s's engine's worker, waiting for it, and sends every
 // queued frame first: they go out before whatever the caller sends.
-func (t *Transport) acquire() engine.Worker {
-	w := t.eng.Acquire(true)
-	t.sendQueued(w, true)
+func (s *shard) acquire() engine.Worker {
+	w := s.eng.Acquire(true)
+	s.sendQueued(w, true)
 	return w
 }
 
 // giveBack sends the queued frames whose peer has caught up and gives the
 // worker back; then, while frames queued meanwhile by writers that found
 // the worker held wait and the worker is free, it sends those too.
-func (t *Transport) giveBack(w engine.Worker) {
-	t.sendQueued(w, false)
+func (s *shard) giveBack(w engine.Worker) {
+	s.sendQueued(w, false)
 	w.GiveBack()
-	for t.out.fresh.Load() {
-		if w = t.eng.Acquire(false); w == nil {
+	for s.out.fresh.Load() {
+		if w = s.eng.Acquire(false); w == nil {
 			return // its holder sees to them, or the Writable event that follows
 		}
-		sent := t.sendQueued(w, false)
+		sent := s.sendQueued(w, false)
 		w.GiveBack()
 		if !sent {
 			return // all wait for backed-up peers
@@ -251,9 +251,9 @@ func (t *Transport) giveBack(w engine.Worker) {
 }
 
 // flushOut sends every queued frame now, waiting for the worker.
-func (t *Transport) flushOut() {
-	if t.out.queued.Load() {
-		t.giveBack(t.acquire())
+func (s *shard) flushOut() {
+	if s.out.queued.Load() {
+		s.giveBack(s.acquire())
 	}
 }
 
@@ -264,8 +264,8 @@ func (t *Transport) flushOut() {
 // engine looks at them again on its next pass. Frames are queued per peer,
 // so keeping a backed-up peer's costs one check, whatever its number of
 // conns. It reports whether it sent a frame.
-func (t *Transport) sendQueued(w engine.Worker, all bool) (sent bool) {
-	q := &t.out
+func (s *shard) sendQueued(w engine.Worker, all bool) (sent bool) {
+	q := &s.out
 	if !q.queued.Load() {
 		return false
 	}
@@ -285,17 +285,17 @@ func (t *Transport) sendQueued(w engine.Worker, all bool) (sent bool) {
 		// An endpoint being closed must not be used: closeEP marks it
 		// before it takes the worker, and we hold the worker.
 		closing := p.closing.Load()
-		if !all && !closing && t.eng.Stats(p.ep).Backlog > 0 {
+		if !all && !closing && s.eng.Stats(p.ep).Backlog > 0 {
 			peers[k] = p // UCX is still sending earlier frames to this peer
 			k++
 			continue
 		}
-		t.sendPeerOut(w, p, closing)
+		s.sendPeerOut(w, p, closing)
 		sent = true
 	}
-	t.keepOut(peers, k)
+	s.keepOut(peers, k)
 	if k > 0 {
-		t.eng.Acquire(false) // nil (w is held): a Writable event follows
+		s.eng.Acquire(false) // nil (w is held): a Writable event follows
 	}
 	return sent
 }
@@ -303,8 +303,8 @@ func (t *Transport) sendQueued(w engine.Worker, all bool) (sent bool) {
 // keepOut puts the k peers kept at the head of peers back on the queue,
 // before those queued meanwhile (they are older), and notes since when
 // frames are kept.
-func (t *Transport) keepOut(peers []*peer, k int) {
-	q := &t.out
+func (s *shard) keepOut(peers []*peer, k int) {
+	q := &s.out
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
@@ -325,8 +325,8 @@ func (t *Transport) keepOut(peers []*peer, k int) {
 
 // sendPeerOut sends the open frames of p's conns, holding w (closing: p's
 // endpoint is being closed, and they are dropped).
-func (t *Transport) sendPeerOut(w engine.Worker, p *peer, closing bool) {
-	q := &t.out
+func (s *shard) sendPeerOut(w engine.Worker, p *peer, closing bool) {
+	q := &s.out
 	q.mu.Lock()
 	conns := p.outQ
 	p.outQ = p.outSpare[:0]
@@ -334,7 +334,7 @@ func (t *Transport) sendPeerOut(w engine.Worker, p *peer, closing bool) {
 	q.mu.Unlock()
 	for j, c := range conns {
 		conns[j] = nil
-		t.sendOut(w, c, closing)
+		s.sendOut(w, c, closing)
 	}
 	q.mu.Lock()
 	p.outSpare = conns[:0] // a conn queued meanwhile listed p again (queueOut)
@@ -343,7 +343,7 @@ func (t *Transport) sendPeerOut(w engine.Worker, p *peer, closing bool) {
 
 // sendOut sends c's open frame, if it is still open, holding w; closing
 // says its endpoint is being closed: the frame is dropped.
-func (t *Transport) sendOut(w engine.Worker, c *Conn, closing bool) {
+func (s *shard) sendOut(w engine.Worker, c *Conn, closing bool) {
 	o := &c.out
 	o.mu.Lock()
 	if !o.open {
@@ -360,13 +360,13 @@ func (t *Transport) sendOut(w engine.Worker, c *Conn, closing bool) {
 		if pending {
 			p.unflushed.Add(int64(sent))
 		}
-		t.stats.framesOut.Add(1)
+		s.t.stats.framesOut.Add(1)
 		c.cnt.framesOut.Add(1)
 		if err != nil {
-			t.outFailed(c, withDetail(ErrReset, "%v", err))
+			s.outFailed(c, withDetail(ErrReset, "%v", err))
 		}
 	}
-	t.putOutBuf(buf)
+	s.t.putOutBuf(buf)
 }
 
 // outFailed records that c's open frame was lost (err): its stream has a
@@ -374,23 +374,23 @@ func (t *Transport) sendOut(w engine.Worker, c *Conn, closing bool) {
 // this goroutine holds. A Write or FIN that comes first sees o.err
 // (takeErr) and resets the conn itself; else the handler does, on the
 // Writable event that follows the worker's give-back (resetFailed).
-func (t *Transport) outFailed(c *Conn, err error) {
+func (s *shard) outFailed(c *Conn, err error) {
 	o := &c.out
 	o.mu.Lock()
 	o.err = err
 	o.failed.Store(true)
 	o.mu.Unlock()
-	q := &t.out
+	q := &s.out
 	q.mu.Lock()
 	q.failed = append(q.failed, c)
 	q.mu.Unlock()
-	t.eng.Acquire(false) // nil (held here): a Writable event follows
+	s.eng.Acquire(false) // nil (held here): a Writable event follows
 }
 
 // resetFailed resets the conns whose open frame was lost (outFailed), on
 // the engine goroutine.
-func (t *Transport) resetFailed() {
-	q := &t.out
+func (s *shard) resetFailed() {
+	q := &s.out
 	q.mu.Lock()
 	failed := q.failed
 	q.failed = nil
@@ -402,18 +402,19 @@ func (t *Transport) resetFailed() {
 	}
 }
 
-// send sends f on p's endpoint, holding the engine's worker (after the
-// queued frames: acquire).
+// send sends f on p's endpoint, holding the worker of p's shard (after
+// the queued frames: acquire).
 func (t *Transport) send(p *peer, f engine.Frames) (sent int, pending bool, err error) {
+	s := p.sh
 	err = p.use(func(ep engine.EP) (err error) {
-		w := t.acquire()
+		w := s.acquire()
 		sent, pending, err = w.Send(ep, f)
-		t.giveBack(w)
+		s.giveBack(w)
 		return err
 	})
 	return sent, pending, err
 }
 
-// backlog returns the payload bytes of sends UCX holds copies of and has
-// not finished, to all peers.
-func (t *Transport) backlog() uint64 { return t.eng.Stats(engine.EP{}).Backlog }
+// backlog returns the payload bytes of sends s's UCX worker holds copies
+// of and has not finished, to all its peers.
+func (s *shard) backlog() uint64 { return s.eng.Stats(engine.EP{}).Backlog }

@@ -135,6 +135,18 @@ type Config struct {
 	// the transport (Conns, Snapshot) but must not block, or it holds up
 	// all traffic. Nil: no logging.
 	Logger *slog.Logger
+	// Workers is how many UCX workers the transport runs, each with a
+	// progress goroutine of its own; conns are spread across them
+	// round-robin, so that receiving is not serialized on one goroutine
+	// (docs/PERFORMANCE.md). A conn moves to another worker only with a
+	// peer that also runs several (docs/PROTOCOL.md, "Workers"); with
+	// one that runs one, all of its conns stay on the worker that peer
+	// knows. Default: $UCXNET_WORKERS if set, else 1 below 8 CPUs and
+	// half the CPUs, at most 8, from 8 on: a worker's goroutine receives
+	// at up to one core, and the other half is left to the application's
+	// readers and writers, which copy the same bytes once more. At most
+	// 64.
+	Workers int
 	// StatsDir is the directory where the transport serves its Snapshot
 	// on a Unix socket of its own (mode 0600, answering only this user and root),
 	// for `ucxnet ls`. Empty: $UCXNET_STATS_DIR, else ".stats" in the
@@ -280,5 +292,12 @@ func (cfg Config) withDefaults() Config {
 	if os.Getenv("UCXNET_COPY_WRITES") == "1" {
 		cfg.CopyWrites = true
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = workersDefault()
+		if v, err := strconv.Atoi(os.Getenv(envWorkers)); err == nil && v > 0 {
+			cfg.Workers = v
+		}
+	}
+	cfg.Workers = min(cfg.Workers, maxWorkers)
 	return cfg
 }

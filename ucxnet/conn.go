@@ -29,10 +29,21 @@ type Conn struct {
 	keepAlive time.Duration
 	dialed    bool       // made by Dial (set under Transport.mu when attached)
 	auth      *authState // pre-shared-key handshake state, if any
+	// sh is the shard the conn is on: its frames come and go through that
+	// shard's engine. Set before the conn is in the conn table.
+	sh *shard
 	// from identifies the UCX endpoint the peer's frames for this conn
 	// come from (engine.Event.From), learnt from its first handshake frame;
-	// frames from anywhere else are dropped. Engine goroutine only.
+	// frames from anywhere else are dropped. Engine goroutine of sh only.
 	from uintptr
+	// learnFrom: an accepted conn whose dialer's frames come to another
+	// shard than its CONNECT did; the first frame for it sets from
+	// (Transport.learnFrom). Engine goroutine of sh only.
+	learnFrom bool
+	// workers: both sides run several workers (stream.FeatureWorkers):
+	// the ACCEPT names the listener's worker that carries the conn. Set
+	// before the conn is in the conn table.
+	workers bool
 	// peerProc is the process the peer's Hello named (procid_linux.go).
 	// Engine goroutine only.
 	peerProc stream.ProcID
@@ -83,6 +94,7 @@ type Conn struct {
 func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 	c := &Conn{
 		t:             t,
+		sh:            t.shards[0],
 		peer:          p,
 		frame:         t.cfg.EagerMax,
 		peerSegs:      peerSegLimits(stream.Hello{}), // until the peer's Hello says more
@@ -125,7 +137,7 @@ func (c *Conn) Transports() []string {
 	}
 	var tl []string
 	_ = c.peer.use(func(ep engine.EP) error {
-		tl = c.t.eng.Stats(ep).Transports
+		tl = c.sh.eng.Stats(ep).Transports
 		return nil
 	})
 	if tl == nil {
@@ -212,7 +224,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			limit, send := c.rwin.Consume(n)
 			open := c.state == stateOpen && !c.rEOF
 			c.mu.Unlock()
-			c.t.eng.Release(done...)
+			c.sh.eng.Release(done...)
 			if send && open {
 				c.sendWindow(limit)
 			}
@@ -339,7 +351,7 @@ func (c *Conn) CloseWrite() error {
 // sendFin sends FIN after all data, once. If a queued frame was lost, it
 // resets the conn instead and returns the reset error. c.wmu is held.
 func (c *Conn) sendFin() error {
-	c.t.flushOut() // the open frame first: its send must not fail after the FIN went
+	c.sh.flushOut() // the open frame first: its send must not fail after the FIN went
 	if err := c.out.takeErr(); err != nil {
 		c.sendFailed(err) // a queued frame was lost: RST, not FIN after a gap
 		c.mu.Lock()

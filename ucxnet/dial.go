@@ -130,6 +130,8 @@ func (d *Dialer) dialName(ctx context.Context, t *Transport, address string, psk
 // worker, sends CONNECT and waits for the answer.
 func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, why string, psk []byte) (*Conn, error) {
 	c := newConn(t, nil, Addr{}, Addr{Name: e.Name}, t.cfg.Window)
+	c.sh = t.dialShard()
+	c.workers = t.multi()
 	c.laneWhy = why
 	if d.KeepAlive != 0 {
 		c.keepAlive = d.KeepAlive
@@ -138,7 +140,7 @@ func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, wh
 	if why := t.releaseClash(e); why != "" {
 		return nil, withDetail(ErrRefused, "%s", why)
 	}
-	if err := t.attach(e.Address, c, true); err != nil {
+	if err := t.attach(e.Address, c, true, nil, 0); err != nil {
 		if err == ErrTransportClosed {
 			return nil, err
 		}

@@ -21,75 +21,86 @@ func (t *Transport) sendCtl(p *peer, h stream.Header) error {
 	return err
 }
 
-// engineHandler receives the engine's event batches for a Transport (an
-// unexported type, so that the handler is no part of the public API).
-type engineHandler struct{ t *Transport }
+// engineHandler receives an engine's event batches for its shard of a
+// Transport (an unexported type, so that the handler is no part of the
+// public API).
+type engineHandler struct{ s *shard }
 
 // HandleEvents implements engine.Handler. It runs on the engine
 // goroutine.
-func (h engineHandler) HandleEvents(evs []engine.Event) { h.t.handleEvents(evs) }
+func (h engineHandler) HandleEvents(evs []engine.Event) { h.s.t.handleEvents(h.s, evs) }
 
-func (t *Transport) handleEvents(evs []engine.Event) {
+// handleEvents handles a batch of events of shard s's engine.
+func (t *Transport) handleEvents(s *shard, evs []engine.Event) {
 	now := time.Now().UnixNano() // one clock read per batch, for liveness
 	for i := range evs {
 		ev := &evs[i]
 		switch ev.Kind {
 		case engine.Frame:
-			t.handleFrame(ev, now)
+			t.handleFrame(s, ev, now)
 		case engine.EPError:
-			t.handleEPError(ev.EP, ev.Err)
+			t.handleEPError(s, ev.EP, ev.Err)
 		case engine.Done:
 			t.opDone(ev.Token, ev.Err)
 		case engine.Tick:
-			t.tickAll(time.Unix(0, now))
+			s.tickAll(time.Unix(0, now))
 		case engine.Writable:
-			t.resetFailed()
+			s.resetFailed()
 		default:
-			t.handleBad(ev)
+			t.handleBad(s, ev)
 		}
 	}
 	// Frames queued while the batch came in, or kept for a backed-up
 	// peer (coalesce.go).
-	if t.out.queued.Load() {
-		if w := t.eng.Acquire(false); w != nil {
-			t.giveBack(w)
+	if s.out.queued.Load() {
+		if w := s.eng.Acquire(false); w != nil {
+			s.giveBack(w)
 		}
 	}
 }
 
-// tickAll is the engine's Tick: the keepalive sweep, the watch over the
-// process's shared-memory FIFOs (smWatch) and the close-on-exec
-// sweep (fdSweep) ride on the engine's wake-ups, and frames kept for a
+// tickAll is s's engine's Tick: s's keepalive sweep, the watch over the
+// process's shared-memory FIFOs (smWatch) and the close-on-exec sweep
+// (fdSweep) ride on the engine's wake-ups, and frames kept for a
 // backed-up peer go out.
-func (t *Transport) tickAll(now time.Time) {
+func (s *shard) tickAll(now time.Time) {
 	smWatch.Tick(now)
 	fdSweep.Tick(now)
-	t.tick(now)
-	t.flushOut()
+	s.tick(now)
+	s.flushOut()
 }
 
-// connFor returns the conn a frame names, if the frame came from the
-// endpoint that conn is bound to; frames for unknown conns and frames from
-// elsewhere are counted and get nil. Before its ACCEPT a dialed conn is
-// bound to nothing: only that answer, from whoever, may bind it
-// (handleHandshake); other frames for it are kept until then (stashEarly)
-// and get nil too. A frame that arrives counts as a sign of life of the
-// conn's peer.
-func (t *Transport) connFor(h stream.Header, ev *engine.Event, now int64) *Conn {
+// connFor returns the conn a frame that arrived on shard s names, if the
+// frame came from the endpoint that conn is bound to; frames for unknown
+// conns and frames from elsewhere (another shard included) are counted
+// and get nil. Before its ACCEPT a dialed conn is bound to nothing: only
+// that answer, from whoever, may bind it (handleHandshake); other frames
+// for it are kept until then (stashEarly) and get nil too. An accepted
+// conn whose dialer's frames come to another shard than its CONNECT did
+// is bound by the first frame for it (learnFrom). A frame that arrives
+// counts as a sign of life of the conn's peer.
+func (t *Transport) connFor(s *shard, h stream.Header, ev *engine.Event, now int64) *Conn {
 	c := t.lookup(h.ConnID)
 	if c == nil {
 		t.stats.unknownConn.Add(1)
-		t.strayFrame(h, ev, now)
+		t.strayFrame(s, h, ev, now)
+		return nil
+	}
+	if c.sh != s {
+		t.foreignFrame()
+		t.strayFrame(s, h, ev, now)
 		return nil
 	}
 	if c.from != ev.From {
 		switch {
 		case c.from == 0 && (h.Kind == stream.KindAccept || h.Kind == stream.KindRefuse):
+		case c.from == 0 && c.learnFrom && h.Kind != stream.KindAccept && h.Kind != stream.KindRefuse:
+			t.learnFrom(c, ev.From)
 		case c.from == 0 && c.stashEarly(h, ev):
 			return nil
 		default:
 			t.foreignFrame()
-			t.strayFrame(h, ev, now)
+			t.strayFrame(s, h, ev, now)
 			return nil
 		}
 	}
@@ -107,19 +118,20 @@ func (t *Transport) connFor(h stream.Header, ev *engine.Event, now int64) *Conn 
 // rendezvous offer, an oversized header, or no memory for a copy). If it
 // was part of a conn's stream, that stream now has a gap that will never
 // fill: reset the conn rather than let it stall.
-func (t *Transport) handleBad(ev *engine.Event) {
+func (t *Transport) handleBad(s *shard, ev *engine.Event) {
 	t.badFrame()
 	h, err := stream.DecodeHeader(ev.Header())
 	if err != nil || (h.Kind != stream.KindData && h.Kind != stream.KindFin) {
 		return
 	}
-	if c := t.lookup(h.ConnID); c != nil && c.from == ev.From {
+	if c := t.lookup(h.ConnID); c != nil && c.sh == s && c.from == ev.From {
 		t.protocolReset(c)
 		c.abort(stream.RstProtocol, withDetail(ErrReset, "frame %d could not be received", h.Seq), rstIfOpen)
 	}
 }
 
-func (t *Transport) handleFrame(ev *engine.Event, now int64) {
+// handleFrame handles a frame that arrived on shard s.
+func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 	t.stats.framesIn.Add(1)
 	h, err := stream.DecodeHeader(ev.Header())
 	if err != nil {
@@ -135,7 +147,7 @@ func (t *Transport) handleFrame(ev *engine.Event, now int64) {
 	if err != nil {
 		t.badFrame()
 		if h.ConnID != 0 && h.Kind != stream.KindConnect {
-			if c := t.lookup(h.ConnID); c != nil && c.from == ev.From {
+			if c := t.lookup(h.ConnID); c != nil && c.sh == s && c.from == ev.From {
 				t.protocolReset(c)
 				c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err), rstIfOpen)
 			}
@@ -144,10 +156,10 @@ func (t *Transport) handleFrame(ev *engine.Event, now int64) {
 	}
 	t.stats.bytesIn.Add(uint64(len(ev.Data)))
 	if h.Kind == stream.KindConnect {
-		t.handleConnect(ev.Data, ev.From)
+		t.handleConnect(s, ev.Data, ev.From)
 		return
 	}
-	c := t.connFor(h, ev, now)
+	c := t.connFor(s, h, ev, now)
 	if c == nil {
 		return
 	}
@@ -196,9 +208,9 @@ func endpointWhy(err error) string {
 // or an answer that crosses the close of the conn it rides on must not
 // make a live peer look dead (keepalive probes are per peer, and any of
 // its conns may carry one).
-func (t *Transport) strayFrame(h stream.Header, ev *engine.Event, now int64) {
+func (t *Transport) strayFrame(s *shard, h stream.Header, ev *engine.Event, now int64) {
 	t.mu.RLock()
-	p := t.peersByFrom[ev.From]
+	p := s.peersByFrom[ev.From]
 	t.mu.RUnlock()
 	if p == nil {
 		return
@@ -222,11 +234,12 @@ func (t *Transport) isPeerFrom(p *peer, from uintptr) bool {
 	return from != 0 && p.from == from
 }
 
-// handleEPError fails every conn on a failed endpoint and closes it.
-func (t *Transport) handleEPError(ep engine.EP, why error) {
+// handleEPError fails every conn on a failed endpoint of shard s and
+// closes it.
+func (t *Transport) handleEPError(s *shard, ep engine.EP, why error) {
 	t.stats.peerFailures.Add(1)
 	t.mu.Lock()
-	p := t.peersByEP[ep]
+	p := s.peersByEP[ep]
 	t.mu.Unlock()
 	if p == nil {
 		// Already closed by us: UCX reports the failure of an endpoint

@@ -18,6 +18,11 @@ import (
 //	dialer   → CONNECT  Hello{dialer id, limits, worker address}
 //	listener → ACCEPT   Hello{listener id, limits}         (or REFUSE)
 //
+// Between transports that both run several workers (shard.go), the
+// CONNECT carries stream.FeatureWorkers, and the ACCEPT too, with the
+// address of the listener's worker that sent it: the conn continues
+// between the dialer's worker and that one.
+//
 // With a key (see auth.go for why the order is what it is):
 //
 //	dialer   → CONNECT  Hello{..., Nonce: Nd}   (nonce ‖ CPace share)
@@ -99,8 +104,11 @@ func checkPeerLimits(h stream.Hello) error {
 func (t *Transport) sendConnect(c *Conn, name string) error {
 	hello := stream.Hello{
 		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window),
-		Name: name, LocalName: t.name, WorkerAddr: t.eng.Address(), Nonce: c.auth.challenge(),
+		Name: name, LocalName: t.name, WorkerAddr: c.sh.eng.Address(), Nonce: c.auth.challenge(),
 		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version, Proc: selfProc(),
+	}
+	if c.workers {
+		hello.Features = stream.FeatureWorkers
 	}
 	return t.sendHello(c.peer, stream.Header{Kind: stream.KindConnect}, hello)
 }
@@ -117,11 +125,12 @@ func (t *Transport) sendHello(p *peer, h stream.Header, hello stream.Hello) erro
 	return err
 }
 
-// handleConnect answers a CONNECT: ACCEPT into the named listener's queue,
-// or REFUSE. Nothing in the Hello reaches UCX before it is checked: the
-// listener must exist first, and the worker address is validated before
-// an endpoint is created from it (see progress.Engine.Connect).
-func (t *Transport) handleConnect(payload []byte, from uintptr) {
+// handleConnect answers a CONNECT that arrived on shard at: ACCEPT into
+// the named listener's queue, or REFUSE. Nothing in the Hello reaches UCX
+// before it is checked: the listener must exist first, and the worker
+// address is validated before an endpoint is created from it (see
+// progress.Engine.Connect).
+func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 	var hello stream.Hello
 	if err := hello.UnmarshalBinary(payload); err != nil || len(hello.WorkerAddr) == 0 {
 		t.badFrame()
@@ -129,23 +138,23 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 	}
 	if checkPeerLimits(hello) != nil {
 		t.badFrame()
-		t.refuseAddr(hello.WorkerAddr, hello.ConnID, stream.RefuseBadHello)
+		t.refuseAddr(at, hello.WorkerAddr, hello.ConnID, stream.RefuseBadHello)
 		return
 	}
 	t.mu.RLock()
 	l := t.listeners[hello.Name]
 	t.mu.RUnlock()
 	if l == nil {
-		t.refuseAddr(hello.WorkerAddr, hello.ConnID, stream.RefuseNoListener)
+		t.refuseAddr(at, hello.WorkerAddr, hello.ConnID, stream.RefuseNoListener)
 		return
 	}
 	if l.psk != nil && len(hello.Nonce) != auth.ChallengeLen {
 		t.authFailed()
-		t.refuseAddr(hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
+		t.refuseAddr(at, hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
 		return
 	}
-	c := t.acceptedConn(l, hello, from)
-	if err := t.attach(hello.WorkerAddr, c, false); err != nil {
+	c := t.acceptedConn(l, hello, t.acceptShard(at, &hello), at, from)
+	if err := t.attach(hello.WorkerAddr, c, false, at, from); err != nil {
 		t.stats.refused.Add(1)
 		if err != errTooManyPeers {
 			t.badFrame() // an address UCX could not take
@@ -182,12 +191,18 @@ func (t *Transport) handleConnect(payload []byte, from uintptr) {
 }
 
 // acceptedConn makes the listener side of the conn that hello, a CONNECT's
-// from the endpoint from, asks l for: open, or waiting for the dialer's
-// proof when l has a key.
-func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, from uintptr) *Conn {
+// that arrived on shard at from the endpoint from, asks l for, on shard s:
+// open, or waiting for the dialer's proof when l has a key.
+func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, s, at *shard, from uintptr) *Conn {
 	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: hello.LocalName, ID: hello.ConnID}, preAcceptWindow)
 	c.remoteID = hello.ConnID
-	c.from = from
+	c.sh = s
+	c.workers = t.multi() && hello.Features&stream.FeatureWorkers != 0
+	if s == at {
+		c.from = from
+	} else {
+		c.learnFrom = true // the dialer's frames come to s, from an endpoint not known yet
+	}
 	c.peerProc = hello.Proc
 	c.keepAlive = l.ka
 	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
@@ -207,6 +222,11 @@ func (t *Transport) sendAccept(c *Conn, name string) {
 	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(min(preAcceptWindow, t.cfg.Window)),
 		Name: name, LocalName: name, ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version,
 		Proc: selfProc()}
+	if c.workers {
+		// The dialer continues the conn with the worker that sends this.
+		reply.Features = stream.FeatureWorkers
+		reply.WorkerAddr = c.sh.eng.Address()
+	}
 	if c.auth != nil {
 		// Only our nonce: we prove nothing over the dialer's input until
 		// the dialer has proven it knows the key.
@@ -225,8 +245,8 @@ func (t *Transport) sendAccept(c *Conn, name string) {
 // on an existing endpoint or on a new one that the idle-peer sweep closes
 // soon. With too many such endpoints already, the dialer gets no answer
 // (its dial fails when no answer comes: see Config.KeepAlive).
-func (t *Transport) refuseAddr(addr []byte, dialerID uint64, code stream.RefuseCode) {
-	p, err := t.peerFor(addr, false)
+func (t *Transport) refuseAddr(at *shard, addr []byte, dialerID uint64, code stream.RefuseCode) {
+	p, err := t.peerFor(at, addr, false)
 	if err != nil {
 		t.stats.refused.Add(1)
 		if err != errTooManyPeers {
@@ -247,6 +267,11 @@ func (t *Transport) refuse(p *peer, dialerID uint64, code stream.RefuseCode) {
 // handleHandshake takes the listener's ACCEPT or REFUSE (dial side, engine
 // goroutine).
 func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
+	var hello stream.Hello
+	var helloErr error
+	if h.Kind == stream.KindAccept {
+		hello, helloErr = c.acceptHello(payload, from)
+	}
 	c.mu.Lock()
 	state := c.state
 	if state != stateDialing && state != stateAbandoned || h.Kind == stream.KindAccept && c.auth != nil && c.auth.proving {
@@ -261,13 +286,8 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		c.t.removeConn(c)
 		return
 	}
-	var hello stream.Hello
-	err := hello.UnmarshalBinary(payload)
-	if err == nil {
-		err = checkPeerLimits(hello)
-	}
-	if err != nil {
-		c.failLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", err))
+	if helloErr != nil {
+		c.failLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", helloErr))
 		c.mu.Unlock()
 		c.t.removeConn(c)
 		return
@@ -321,6 +341,36 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	if err := c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID}, proof); err != nil {
 		c.fail(withDetail(ErrRefused, "sending AUTH: %v", err))
 	}
+}
+
+// acceptHello decodes the Hello of c's ACCEPT, which came from the
+// endpoint from, and checks its limits. If it says
+// stream.FeatureWorkers and c offered it, c moves to the listener's worker
+// that the Hello names (rebindAccept), if c still waits for its answer.
+// Engine goroutine; c.mu is not held.
+func (c *Conn) acceptHello(payload []byte, from uintptr) (stream.Hello, error) {
+	var hello stream.Hello
+	if err := hello.UnmarshalBinary(payload); err != nil {
+		return hello, err
+	}
+	if err := checkPeerLimits(hello); err != nil {
+		return hello, err
+	}
+	if !c.workers || hello.Features&stream.FeatureWorkers == 0 {
+		return hello, nil
+	}
+	c.mu.Lock()
+	dialing := c.state == stateDialing || c.state == stateAbandoned
+	c.mu.Unlock()
+	if !dialing {
+		return hello, nil
+	}
+	if err := c.t.rebindAccept(c, hello.WorkerAddr, from); err != nil {
+		c.t.badFrame()
+		c.t.logHostile("ucxnet: refused an ACCEPT's worker address", "reason", err.Error())
+		return hello, fmt.Errorf("worker address refused: %w", err)
+	}
+	return hello, nil
 }
 
 // handleAuth takes the AUTH step of a pre-shared-key handshake: the

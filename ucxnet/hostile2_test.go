@@ -38,7 +38,7 @@ func claimConnect(t *testing.T, p *memPair, id uint64) {
 func serverPeerFrom(t *testing.T, p *memPair) uintptr {
 	p.server.mu.RLock()
 	defer p.server.mu.RUnlock()
-	pr := p.server.peers[string(p.client.eng.Address())]
+	pr := p.server.shards[0].peers[string(p.client.eng.Address())]
 	require.NotNil(t, pr, "the server has no peer for the client")
 	return pr.from
 }

@@ -1,6 +1,7 @@
 package ucxnet
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -20,7 +21,8 @@ import (
 // the progress engine: the hostile peer of these tests.
 type rawPeer struct {
 	eng    *progress.Engine
-	ep     engine.EP
+	ep     engine.EP // to target
+	target []byte
 	frames chan rawFrame
 	// ids maps the conn ids connect chose to the listener's ids for them:
 	// PING answers name the listener's, so that they count for this peer.
@@ -60,8 +62,9 @@ func newRawPeer(t testing.TB, target *Transport) *rawPeer {
 	eng, err := progress.Start(progress.Config{Settings: ucxSettings(nil)}, r)
 	require.NoError(t, err)
 	r.eng = eng
+	r.target = target.eng.Address()
 	w := eng.Acquire(true)
-	r.ep, err = w.Connect(target.eng.Address())
+	r.ep, err = w.Connect(r.target)
 	w.GiveBack()
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -74,10 +77,13 @@ func newRawPeer(t testing.TB, target *Transport) *rawPeer {
 }
 
 // sendErr sends one frame as it is.
-func (r *rawPeer) sendErr(hdr, data []byte) error {
+func (r *rawPeer) sendErr(hdr, data []byte) error { return r.sendErrTo(r.ep, hdr, data) }
+
+// sendErrTo sends one frame as it is on the endpoint ep.
+func (r *rawPeer) sendErrTo(ep engine.EP, hdr, data []byte) error {
 	w := r.eng.Acquire(true)
 	defer w.GiveBack()
-	_, _, err := w.Send(r.ep, engine.Frames{Header: hdr, Data: data})
+	_, _, err := w.Send(ep, engine.Frames{Header: hdr, Data: data})
 	return err
 }
 
@@ -86,9 +92,33 @@ func (r *rawPeer) send(t testing.TB, hdr, data []byte) {
 }
 
 func (r *rawPeer) sendFrame(t testing.TB, h stream.Header, data []byte) {
+	r.sendFrameTo(t, r.ep, h, data)
+}
+
+// sendFrameTo is sendFrame on the endpoint ep.
+func (r *rawPeer) sendFrameTo(t testing.TB, ep engine.EP, h stream.Header, data []byte) {
 	h.Length = uint32(len(data))
 	hb := h.Bytes()
-	r.send(t, hb[:], data)
+	require.NoError(t, r.sendErrTo(ep, hb[:], data))
+}
+
+// endpointTo returns an endpoint to the worker at addr, as a listener
+// makes one to answer a CONNECT: r.ep if that is where it goes, else a
+// new one, closed when the test ends.
+func (r *rawPeer) endpointTo(t testing.TB, addr []byte) engine.EP {
+	if bytes.Equal(addr, r.target) {
+		return r.ep
+	}
+	w := r.eng.Acquire(true)
+	ep, err := w.Connect(addr)
+	w.GiveBack()
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		w := r.eng.Acquire(true)
+		w.CloseEP(ep, true)
+		w.GiveBack()
+	})
+	return ep
 }
 
 // connect runs the handshake as a dialer and returns the listener's conn

@@ -25,6 +25,7 @@ import (
 // Every transport a test creates is still checked.
 func TestMain(m *testing.M) {
 	cleanup := privateStatsDir()
+	shardedByDefault()
 	// Without UCX (a build without cgo, or off Linux) the default transport
 	// runs the kernel-TCP lane alone, or fails with ErrUnsupported when
 	// UCXNET_LANE forces UCX; the tests that need UCX skip (needUCX).
@@ -61,5 +62,18 @@ func needUCX(t testing.TB) {
 	t.Helper()
 	if !haveUCXBuild() {
 		t.Skip("needs UCX, and this build has none (built without cgo or off Linux)")
+	}
+}
+
+// shardedByDefault sets $UCXNET_WORKERS to 2 unless it is set: every
+// transport the tests start without setting Config.Workers (pairs, the
+// default transport, child processes, which inherit the environment) runs
+// two workers, so that the suites (nettest, peer death, hostile input)
+// exercise conns sharded across workers on any machine. One setting in
+// one place, instead of a Workers in every test's Config;
+// UCXNET_WORKERS=1 runs the same suites with one worker.
+func shardedByDefault() {
+	if os.Getenv(envWorkers) == "" {
+		os.Setenv(envWorkers, "2")
 	}
 }

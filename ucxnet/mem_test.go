@@ -32,13 +32,16 @@ type memPair struct {
 	srvEng, cEng *memengine.Engine
 }
 
-// newMemTransport starts a transport on an in-memory engine of n.
+// newMemTransport starts a transport on in-memory engines of n (one unless
+// cfg.Workers says more), and returns the first.
 func newMemTransport(t testing.TB, n *memengine.Network, cfg Config) (*Transport, *memengine.Engine) {
 	t.Helper()
 	var me *memengine.Engine
 	tr, err := newTransport(cfg, func(_ Config, h engine.Handler) (engine.Engine, error) {
 		e, err := n.Start(h)
-		me = e
+		if me == nil {
+			me = e // the first: the one whose address is published
+		}
 		return e, err
 	})
 	require.NoError(t, err)
@@ -48,9 +51,13 @@ func newMemTransport(t testing.TB, n *memengine.Network, cfg Config) (*Transport
 // newMemPair starts a pair over a new in-memory network. Its transports
 // serve no stats socket unless cfg names a directory: with none, they
 // start no goroutine that waits on a file descriptor, so a test can run
-// them in a synctest bubble.
+// them in a synctest bubble. They run one worker unless cfg says more:
+// the tests steer that engine (busy, killed, frames injected into it).
 func newMemPair(t testing.TB, cfg Config) *memPair {
 	t.Helper()
+	if cfg.Workers == 0 {
+		cfg.Workers = 1
+	}
 	if cfg.StatsDir == "" {
 		cfg.StatsDir = StatsOff
 	}
@@ -97,9 +104,9 @@ func TestMemPSKUnprovenDialerKeepsPeerFrom(t *testing.T) {
 	from := func() (from uintptr, byFrom *peer, pr *peer) {
 		p.server.mu.RLock()
 		defer p.server.mu.RUnlock()
-		pr = p.server.peers[string(p.client.eng.Address())]
+		pr = p.server.shards[0].peers[string(p.client.eng.Address())]
 		require.NotNil(t, pr, "the server has no peer for the client")
-		return pr.from, p.server.peersByFrom[pr.from], pr
+		return pr.from, p.server.shards[0].peersByFrom[pr.from], pr
 	}
 	real, byFrom, pr := from()
 	require.NotZero(t, real, "the authenticated conn's From was not noted")
@@ -119,7 +126,7 @@ func TestMemPSKUnprovenDialerKeepsPeerFrom(t *testing.T) {
 	now, _, _ := from()
 	require.Equal(t, real, now, "an unauthenticated CONNECT replaced the peer's From")
 	p.server.mu.RLock()
-	require.Nil(t, p.server.peersByFrom[attacker], "the forged endpoint stands for a peer")
+	require.Nil(t, p.server.shards[0].peersByFrom[attacker], "the forged endpoint stands for a peer")
 	p.server.mu.RUnlock()
 }
 
@@ -347,11 +354,11 @@ func TestMemKeepAliveAfterOwnStall(t *testing.T) {
 	defer c.Close()
 	defer s.Close()
 	late := time.Now().Add(5 * time.Second)
-	p.client.sweepOnce(late, true)
+	p.client.shards[0].sweepOnce(late, true)
 	require.Zero(t, p.client.Stats().KeepAliveFailures, "a peer was failed for our own stall")
 	require.Positive(t, p.client.Stats().PingsSent)
 	// Without the stall the same silence is fatal.
-	p.client.sweepOnce(late.Add(3*time.Second), false)
+	p.client.shards[0].sweepOnce(late.Add(3*time.Second), false)
 	require.Positive(t, p.client.Stats().KeepAliveFailures)
 }
 

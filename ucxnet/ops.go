@@ -117,9 +117,9 @@ func (t *Transport) flush(p *peer, expired, stop, failed <-chan struct{}) error 
 	token, ch := t.newOp()
 	var done bool
 	err := p.use(func(ep engine.EP) (err error) {
-		w := t.acquire()
+		w := p.sh.acquire()
 		done, err = w.Flush(ep, token)
-		t.giveBack(w)
+		p.sh.giveBack(w)
 		return err
 	})
 	if done || err != nil {

@@ -13,8 +13,10 @@ import (
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
-// peer is a remote worker and the one endpoint all conns to it share.
+// peer is a remote worker and the one endpoint to it that all conns to
+// it on one shard share.
 type peer struct {
+	sh    *shard // the shard whose worker the endpoint belongs to
 	addr  string
 	ep    engine.EP
 	conns map[uint64]*Conn // under Transport.mu
@@ -35,7 +37,7 @@ type peer struct {
 	closing atomic.Bool
 	// outQ lists the conns whose open frame (coalesce.go) waits to be
 	// sent, outSpare is sendQueued's swap buffer (both under
-	// Transport.out.mu).
+	// shard.out.mu).
 	outQ, outSpare []*Conn
 
 	// Liveness (see Config.KeepAlive), in UnixNano.
@@ -64,9 +66,11 @@ type peer struct {
 	pingsDropped atomic.Uint64
 
 	// madeBy is the From of the CONNECT whose address made this peer (0:
-	// a dial made it, or a CONNECT whose sender was not known), under
-	// Transport.mu (see admit.go).
+	// a dial made it, or a CONNECT whose sender was not known), and
+	// madeAt the shard that CONNECT arrived on, under Transport.mu (see
+	// admit.go).
 	madeBy uintptr
+	madeAt *shard
 
 	// unflushed counts payload bytes UCX did not send at once (it keeps
 	// copies of them) since the last flush that bounded what UCX may hold
@@ -101,7 +105,7 @@ func (p *peer) path(t *Transport) sendPath {
 	}
 	var tl []string
 	_ = p.use(func(ep engine.EP) error {
-		tl = t.eng.Stats(ep).Transports
+		tl = p.sh.eng.Stats(ep).Transports
 		return nil
 	})
 	sp := sendPath{frame: networkFrame}
@@ -173,7 +177,7 @@ func (p *peer) use(f func(ep engine.EP) error) error {
 // the engine goroutine, or Close).
 func (t *Transport) closePeer(p *peer, force bool) {
 	t.mu.Lock()
-	t.forgetPeerLocked(p)
+	p.sh.forgetPeerLocked(p)
 	t.mu.Unlock()
 	t.closeEP(p, force)
 }
@@ -187,9 +191,9 @@ func (t *Transport) closeEP(p *peer, force bool) {
 	}
 	p.gone = true
 	p.closing.Store(true)
-	w := t.acquire() // sends the queued frames, but p's (closing)
+	w := p.sh.acquire() // sends the queued frames, but p's (closing)
 	_ = w.CloseEP(p.ep, force)
-	t.giveBack(w)
+	p.sh.giveBack(w)
 }
 
 // errTooManyPeers means a CONNECT would need an endpoint beyond what
@@ -199,28 +203,29 @@ func (t *Transport) closeEP(p *peer, force bool) {
 var errTooManyPeers = errors.New("ucxnet: CONNECT over the endpoint budget")
 
 // errClaimedAddr means a CONNECT named the worker address of a peer whose
-// frames come from another endpoint than the CONNECT's.
+// frames come from another endpoint than the CONNECT's (a peer of the
+// shard the CONNECT arrived on).
 var errClaimedAddr = errors.New("ucxnet: CONNECT from another endpoint than the named worker's")
 
-// peerFor returns the peer for a packed worker address, creating its
-// endpoint on first use: for a dial (dial = true), or to answer a CONNECT
-// whose sender is not known (a REFUSE), within the admission budget
-// (admit.go) and with at most maxIdlePeers endpoints without conns. The
-// engine validates the address before UCX sees it (UCX aborts the process
-// on a malformed one).
-func (t *Transport) peerFor(addr []byte, dial bool) (*peer, error) {
+// peerFor returns the peer of shard s for a packed worker address,
+// creating its endpoint on first use: for a dial (dial = true), or to
+// answer a CONNECT that arrived on s whose sender is not known (a
+// REFUSE), within the admission budget (admit.go) and with at most
+// maxIdlePeers endpoints without conns. The engine validates the address
+// before UCX sees it (UCX aborts the process on a malformed one).
+func (t *Transport) peerFor(s *shard, addr []byte, dial bool) (*peer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.peerForLocked(addr, dial, 0)
+	return t.peerForLocked(s, addr, dial, s, 0)
 }
 
-// peerForLocked is peerFor under t.mu, for a CONNECT (dial = false) from
-// the endpoint from (0: not known).
-func (t *Transport) peerForLocked(addr []byte, dial bool, from uintptr) (*peer, error) {
+// peerForLocked is peerFor under t.mu, for a CONNECT (dial = false) that
+// arrived on shard at from the endpoint from (0: not known).
+func (t *Transport) peerForLocked(s *shard, addr []byte, dial bool, at *shard, from uintptr) (*peer, error) {
 	if t.closed {
 		return nil, ErrTransportClosed
 	}
-	if p := t.peers[string(addr)]; p != nil {
+	if p := s.peers[string(addr)]; p != nil {
 		return p, nil
 	}
 	if !dial {
@@ -228,62 +233,66 @@ func (t *Transport) peerForLocked(addr []byte, dial bool, from uintptr) (*peer, 
 			t.stats.connectsDropped.Add(1)
 			return nil, errTooManyPeers
 		}
-		if err := t.admitLocked(from); err != nil {
+		if err := at.admitLocked(from, addr); err != nil {
 			return nil, err
 		}
 	}
-	w := t.acquire()
+	w := s.acquire()
 	ep, err := w.Connect(addr)
-	t.giveBack(w)
+	s.giveBack(w)
 	if err != nil {
 		return nil, err
 	}
 	t.markUCXFDs() // the endpoint's sockets
 	now := time.Now()
-	p := &peer{addr: string(addr), ep: ep, conns: make(map[uint64]*Conn), idleSince: now}
+	p := &peer{sh: s, addr: string(addr), ep: ep, conns: make(map[uint64]*Conn), idleSince: now}
 	p.lastRecv.Store(now.UnixNano())
-	t.peers[p.addr] = p
-	t.peersByEP[ep] = p
+	s.peers[p.addr] = p
+	s.peersByEP[ep] = p
 	if !dial {
-		t.madeLocked(p, from)
+		at.madeLocked(p, from)
 	}
 	return p, nil
 }
 
-// idlePeersLocked counts the endpoints without conns. t.mu is held.
+// idlePeersLocked counts the endpoints without conns, on every shard.
+// t.mu is held.
 func (t *Transport) idlePeersLocked() int {
 	n := 0
-	for _, p := range t.peers {
-		if len(p.conns) == 0 {
-			n++
+	for _, s := range t.shards {
+		for _, p := range s.peers {
+			if len(p.conns) == 0 {
+				n++
+			}
 		}
 	}
 	return n
 }
 
-// attach gives c a fresh id and puts it in the conn table, on the peer
-// for addr (created if need be), in one step: the idle sweep cannot close
-// that peer's endpoint in between.
-func (t *Transport) attach(addr []byte, c *Conn, dial bool) error {
+// attach gives c a fresh id and puts it in the conn table, on the peer of
+// c's shard for addr (created if need be), in one step: the idle sweep
+// cannot close that peer's endpoint in between. For an accepted conn
+// (dial = false), at and from are where its CONNECT came from.
+func (t *Transport) attach(addr []byte, c *Conn, dial bool, at *shard, from uintptr) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p, err := t.peerForLocked(addr, dial, c.from)
+	if !dial {
+		if q := at.peers[string(addr)]; q != nil && q.from != 0 && q.from != from {
+			// A CONNECT that names the worker address of a peer whose
+			// frames come from another endpoint: a claim (the address is
+			// public, in the registry), not that peer. Binding it would
+			// make the claimer stand for the peer: keep it alive with
+			// junk, or take its From so that the real peer's answers no
+			// longer count.
+			return errClaimedAddr
+		}
+	}
+	p, err := t.peerForLocked(c.sh, addr, dial, at, from)
 	if err != nil {
 		return err
 	}
-	if !dial && p.from != 0 && c.from != p.from {
-		// A CONNECT that names the worker address of a peer whose frames
-		// come from another endpoint: a claim (the address is public, in
-		// the registry), not that peer. Binding it would make the claimer
-		// stand for the peer: keep it alive with junk, or take its From
-		// so that the real peer's answers no longer count.
-		return errClaimedAddr
-	}
 	c.peer = p
 	c.dialed = dial
-	if dial {
-		p.dialed++
-	}
 	if c.state == stateOpen {
 		// An accepted conn that needs no authentication (a dial's From
 		// is learnt from its ACCEPT, an authenticated conn's once its
@@ -300,19 +309,20 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool) error {
 // a new endpoint to us since has a new From. t.mu is held.
 func (t *Transport) noteFromLocked(p *peer, c *Conn) {
 	from := c.from
-	if from == 0 || p.from == from || t.peers[p.addr] != p {
+	s := p.sh
+	if from == 0 || p.from == from || s.peers[p.addr] != p {
 		return
 	}
-	t.forgetFromLocked(p)
+	s.forgetFromLocked(p)
 	p.from = from
 	p.proc = c.peerProc
-	t.peersByFrom[from] = p
+	s.peersByFrom[from] = p
 }
 
 // forgetFromLocked removes p from peersByFrom. t.mu is held.
-func (t *Transport) forgetFromLocked(p *peer) {
-	if p.from != 0 && t.peersByFrom[p.from] == p {
-		delete(t.peersByFrom, p.from)
+func (s *shard) forgetFromLocked(p *peer) {
+	if p.from != 0 && s.peersByFrom[p.from] == p {
+		delete(s.peersByFrom, p.from)
 	}
 }
 
@@ -334,45 +344,47 @@ func (t *Transport) sweepEvery() time.Duration {
 	return every
 }
 
-// tick runs the sweep when it is due (engine goroutine, from
-// engine.Ticker: no timer of its own, which would wake an idle process
-// more often). A tick far later than due means this process did not run
+// tick runs s's sweep when it is due (s's engine goroutine, on its
+// engine's Tick events: no timer of its own, which would wake an idle
+// process more often). A tick far later than due means this process did not run
 // (stopped, a suspended VM): its peers' silence says nothing yet.
-func (t *Transport) tick(now time.Time) {
+func (s *shard) tick(now time.Time) {
+	t := s.t
 	every := t.sweepEvery()
-	if t.lastSweep.IsZero() {
-		t.lastSweep = now
+	if s.lastSweep.IsZero() {
+		s.lastSweep = now
 		return
 	}
 	// A tick a little early still runs it: ticks come every
 	// engine.TickEvery with some jitter, and a sweep due every TickEvery
 	// would otherwise run on every other one.
-	if now.Sub(t.lastSweep) < every-every/8 {
+	if now.Sub(s.lastSweep) < every-every/8 {
 		return
 	}
-	stalled := now.Sub(t.lastSweep) > 3*every
-	t.lastSweep = now
+	stalled := now.Sub(s.lastSweep) > 3*every
+	s.lastSweep = now
 	if t.isClosed() {
 		return
 	}
-	t.sweepOnce(now, stalled)
+	s.sweepOnce(now, stalled)
 }
 
-// sweepOnce is one round of sweep. After a stall of this process (stalled),
-// no peer is failed for the silence seen: each silent one is probed and has
-// two thirds of KeepAlive to answer.
-func (t *Transport) sweepOnce(now time.Time, stalled bool) {
+// sweepOnce is one round of sweep over s's peers. After a stall of this
+// process (stalled), no peer is failed for the silence seen: each silent
+// one is probed and has two thirds of KeepAlive to answer.
+func (s *shard) sweepOnce(now time.Time, stalled bool) {
+	t := s.t
 	var probes []probe
 	var dead, idle []*peer
 	t.mu.Lock()
-	for _, p := range t.peers {
+	for _, p := range s.peers {
 		if len(p.conns) == 0 {
 			grace := idlePeer
 			if !p.hadConns {
 				grace = idleRefusedPeer
 			}
 			if now.Sub(p.idleSince) > grace {
-				t.forgetPeerLocked(p)
+				s.forgetPeerLocked(p)
 				idle = append(idle, p)
 			}
 			continue

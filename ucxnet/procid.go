@@ -43,7 +43,7 @@ func (t *Transport) keepStopped(p *peer, now int64) bool {
 	t.mu.RLock()
 	id, ka, claims := p.proc, p.ka, 0
 	if id != (stream.ProcID{}) {
-		for _, q := range t.peers {
+		for _, q := range t.allPeersLocked() {
 			if q.proc == id {
 				claims++
 			}

@@ -156,7 +156,10 @@ func TestKeepStoppedResumeGrace(t *testing.T) {
 	cmd, id := sleepingChild(t)
 	const ka = time.Second
 	p := &peer{proc: id, ka: ka}
-	tr := &Transport{peers: map[string]*peer{"p": p}}
+	tr := &Transport{}
+	sh := newShard(tr, 0)
+	sh.peers["p"] = p
+	tr.shards = []*shard{sh}
 	// An hour back: each stop found holds the process's FIFO repairs
 	// (smWatch) until 2 KeepAlives after that now, which must not reach
 	// into the tests that run after this one.

@@ -34,7 +34,7 @@ func (c *Conn) dropLocked() {
 		}
 	}
 	c.rbuf = nil
-	c.t.eng.Release(refs...)
+	c.sh.eng.Release(refs...)
 }
 
 // keepLocked moves unread data out of UCX memory into Go memory, so that it
@@ -55,7 +55,7 @@ func (c *Conn) keepLocked() {
 			refs = append(refs, s.Ref)
 		}
 	}
-	c.t.eng.Release(refs...)
+	c.sh.eng.Release(refs...)
 }
 
 func (c *Conn) failLocked(err error) {

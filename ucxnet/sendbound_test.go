@@ -99,7 +99,7 @@ func TestAttackSendBufferingPerProcess(t *testing.T) {
 			for {
 				n, err := c.Write(buf)
 				written.Add(int64(n))
-				if held := p.server.backlog(); held > peak.Load() {
+				if held := p.server.engineStats().Backlog; held > peak.Load() {
 					peak.Store(held) // racy max: good enough for a bound
 				}
 				if err != nil {
@@ -111,7 +111,7 @@ func TestAttackSendBufferingPerProcess(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	held := p.server.backlog()
+	held := p.server.engineStats().Backlog
 	t.Logf("%d peers, %d-byte writes: written %d MiB, UCX holds %.1f MiB (peak %.1f MiB)", peers, size,
 		written.Load()>>20, float64(held)/(1<<20), float64(peak.Load())/(1<<20))
 	// The bound, plus what each writer had committed when it last passed

@@ -2,11 +2,7 @@ package ucxnet
 
 // A Transport's counters.
 
-import (
-	"sync/atomic"
-
-	"github.com/ucxnet/ucxnet/internal/engine"
-)
+import "sync/atomic"
 
 // counters are a Transport's statistics.
 type counters struct {
@@ -70,9 +66,12 @@ type Stats struct {
 func (t *Transport) Stats() Stats {
 	s := &t.stats
 	t.mu.RLock()
-	open, peers := len(t.conns), len(t.peers)
+	open, peers := len(t.conns), 0
+	for _, sh := range t.shards {
+		peers += len(sh.peers)
+	}
 	t.mu.RUnlock()
-	es := t.eng.Stats(engine.EP{})
+	es := t.engineStats()
 	return Stats{
 		Dials: s.dials.Load(), Accepts: s.accepts.Load(), Refused: s.refused.Load(),
 		FramesIn: s.framesIn.Load(), BytesIn: s.bytesIn.Load(),

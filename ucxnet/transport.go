@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
@@ -17,17 +18,23 @@ import (
 	"github.com/ucxnet/ucxnet/registry"
 )
 
-// Transport is one UCX worker with its progress engine, and the conns and
-// listeners that use it. A process may run several; the package-level Dial
-// and Listen use a default one created on first use. Two Transports in one
-// process talk over real UCX transports (shared memory, TCP, ...), not
-// UCX's in-worker loopback.
+// Transport is a set of UCX workers (Config.Workers), each with its
+// progress engine, and the conns and listeners that use them. A process
+// may run several; the package-level Dial and Listen use a default one
+// created on first use. Two Transports in one process talk over real UCX
+// transports (shared memory, TCP, ...), not UCX's in-worker loopback.
 type Transport struct {
 	cfg    Config
 	reg    registry.Registry
 	ownReg bool // reg was opened by NewTransport: Close closes it
-	eng    engine.Engine
 	name   string
+
+	// shards are the engines and what belongs to each (shard.go); eng is
+	// shards[0].eng, the worker whose address listeners publish.
+	shards     []*shard
+	eng        engine.Engine
+	nextDial   atomic.Uint32 // round-robin over shards (dialShard)
+	nextAccept atomic.Uint32 // round-robin over shards (acceptShard)
 
 	shmFrame int // frame payload that fits one shared-memory segment
 	tcpFrame int // frame payload that fits one TCP receive segment
@@ -41,21 +48,14 @@ type Transport struct {
 
 	readBufs freeBufs // recycled read buffers of capacity holdMin (small payloads are coalesced into them)
 
-	mu        sync.RWMutex
+	mu        sync.RWMutex // guards conns, listeners, closed and the shards' peer tables
 	conns     map[uint64]*Conn
-	peers     map[string]*peer // by packed worker address
-	peersByEP map[engine.EP]*peer
-	// peersByFrom finds a peer by the From of its frames (engine.Event),
-	// for frames that name no conn of ours (strayFrame).
-	peersByFrom map[uintptr]*peer
-	admit       admission // endpoints made from CONNECTs' addresses (admit.go)
-	listeners   map[string]*Listener
-	closed      bool
-	closing     chan struct{}
-	lastSweep   time.Time // when the keepalive sweep last ran (engine goroutine)
+	listeners map[string]*Listener
+	closed    bool
+	closing   chan struct{}
+	admit     admission // endpoints made from CONNECTs' addresses (admit.go)
 
-	out     outQueue // open frames waiting for the worker (coalesce.go)
-	outBufs freeBufs // recycled open-frame buffers
+	outBufs freeBufs // recycled open-frame buffers (coalesce.go)
 
 	opMu  sync.Mutex
 	opSeq uint64
@@ -67,8 +67,8 @@ type Transport struct {
 	lanes    laneConns        // conns on the kernel-TCP lane (tcpconn.go)
 }
 
-// NewTransport starts a transport: a UCP context, a worker and its
-// progress engine.
+// NewTransport starts a transport: a UCP context per worker, Config.Workers
+// workers and their progress engines.
 func NewTransport(cfg Config) (*Transport, error) {
 	t, err := newTransport(cfg, func(cfg Config, h engine.Handler) (engine.Engine, error) {
 		eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin, SpinMax: cfg.SpinMax}, h)
@@ -91,11 +91,11 @@ func NewTransport(cfg Config) (*Transport, error) {
 	return t, nil
 }
 
-// startEngine starts the engine a transport runs on, delivering to h.
+// startEngine starts an engine a transport runs on, delivering to h.
 type startEngine func(cfg Config, h engine.Handler) (engine.Engine, error)
 
-// newTransport starts a transport on the engine start makes: the real
-// UCX one (NewTransport), or an in-memory one in tests.
+// newTransport starts a transport on the engines start makes: real UCX
+// ones (NewTransport), or in-memory ones in tests.
 func newTransport(cfg Config, start startEngine) (*Transport, error) {
 	if err := checkLane(cfg.Lane); err != nil {
 		return nil, err
@@ -110,31 +110,26 @@ func newTransport(cfg Config, start startEngine) (*Transport, error) {
 		ownReg = true
 	}
 	t := &Transport{
-		cfg:         cfg,
-		reg:         reg,
-		ownReg:      ownReg,
-		name:        cfg.Name,
-		shmFrame:    shmSegment.frame(cfg.UCX),
-		tcpFrame:    tcpSegment.frame(cfg.UCX),
-		conns:       make(map[uint64]*Conn),
-		peers:       make(map[string]*peer),
-		peersByEP:   make(map[engine.EP]*peer),
-		peersByFrom: make(map[uintptr]*peer),
-		listeners:   make(map[string]*Listener),
-		closing:     make(chan struct{}),
-		ops:         make(map[uint64]chan error),
-		readBufs:    freeBufs{max: maxFreeBufs},
-		outBufs:     freeBufs{max: maxOutBufs},
+		cfg:       cfg,
+		reg:       reg,
+		ownReg:    ownReg,
+		name:      cfg.Name,
+		shmFrame:  shmSegment.frame(cfg.UCX),
+		tcpFrame:  tcpSegment.frame(cfg.UCX),
+		conns:     make(map[uint64]*Conn),
+		listeners: make(map[string]*Listener),
+		closing:   make(chan struct{}),
+		ops:       make(map[uint64]chan error),
+		readBufs:  freeBufs{max: maxFreeBufs},
+		outBufs:   freeBufs{max: maxOutBufs},
 	}
 	t.holdMin = min(16<<10, t.shmFrame/2)
-	eng, err := start(cfg, engineHandler{t})
-	if err != nil {
+	if err := t.startShards(cfg, start); err != nil {
 		if ownReg {
 			closeRegistry(reg)
 		}
 		return nil, err
 	}
-	t.eng = eng
 	t.serveStats()
 	addLive(t)
 	return t, nil
@@ -209,10 +204,7 @@ func (t *Transport) Close() error {
 		c.abort(stream.RstShutdown, ErrTransportClosed, rstIfOpen)
 	}
 	t.mu.Lock()
-	peers := make([]*peer, 0, len(t.peers))
-	for _, p := range t.peers {
-		peers = append(peers, p)
-	}
+	peers := t.allPeersLocked()
 	t.mu.Unlock()
 	// Let what was sent reach the transport (bounded by Linger), then
 	// force the endpoints closed: a flush close to a dead peer could wait
@@ -231,7 +223,7 @@ func (t *Transport) Close() error {
 	for _, p := range peers {
 		t.closePeer(p, true)
 	}
-	err := t.eng.Close(5 * time.Second)
+	err := t.closeEngines()
 	if t.ownReg {
 		if rerr := closeRegistry(t.reg); err == nil {
 			err = rerr
@@ -267,18 +259,59 @@ func (t *Transport) addConnLocked(c *Conn) {
 			c.laddr.Name = t.name
 		}
 		t.conns[id] = c
-		if len(c.peer.conns) == 0 {
-			// Its silence while it had no conns says nothing: the
-			// keepalive clock starts now.
-			c.peer.lastRecv.Store(time.Now().UnixNano())
-		}
-		c.peer.conns[id] = c
-		c.peer.hadConns = true
-		if ka := c.keepAlive; ka > 0 && (c.peer.ka == 0 || ka < c.peer.ka) {
-			c.peer.ka = ka
-		}
+		t.joinPeerLocked(c)
 		return
 	}
+}
+
+// joinPeerLocked puts c, which has its id, on c.peer's conns. t.mu is held.
+func (t *Transport) joinPeerLocked(c *Conn) {
+	p := c.peer
+	if len(p.conns) == 0 {
+		// Its silence while it had no conns says nothing: the
+		// keepalive clock starts now.
+		p.lastRecv.Store(time.Now().UnixNano())
+	}
+	p.conns[c.id] = c
+	p.hadConns = true
+	if c.dialed {
+		p.dialed++
+	}
+	if ka := c.keepAlive; ka > 0 && (p.ka == 0 || ka < p.ka) {
+		p.ka = ka
+	}
+}
+
+// leavePeerLocked takes c off c.peer's conns. t.mu is held.
+func (t *Transport) leavePeerLocked(c *Conn) {
+	p := c.peer
+	if p == nil || p.conns[c.id] != c {
+		return
+	}
+	delete(p.conns, c.id)
+	if c.dialed {
+		p.dialed--
+	}
+	if len(p.conns) == 0 {
+		p.idleSince = time.Now()
+		p.ka = 0
+	}
+}
+
+// closeEngines stops every engine, giving each what it still owns up to
+// 5 s (together) to finish.
+func (t *Transport) closeEngines() error {
+	errs := make([]error, len(t.shards))
+	var wg sync.WaitGroup
+	for i, s := range t.shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.eng.Close(5 * time.Second)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (t *Transport) lookup(id uint64) *Conn {
@@ -293,16 +326,7 @@ func (t *Transport) removeConn(c *Conn) {
 	if t.conns[c.id] == c {
 		delete(t.conns, c.id)
 	}
-	if c.peer != nil && c.peer.conns[c.id] == c {
-		delete(c.peer.conns, c.id)
-		if c.dialed {
-			c.peer.dialed--
-		}
-		if len(c.peer.conns) == 0 {
-			c.peer.idleSince = time.Now()
-			c.peer.ka = 0
-		}
-	}
+	t.leavePeerLocked(c)
 	t.mu.Unlock()
 }
 

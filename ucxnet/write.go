@@ -31,7 +31,8 @@ func (c *Conn) sendWindow(limit uint64) {
 // conn, at least that many may have reached the peer). Write blocks while
 // the peer's receive window is full, and while UCX holds more than it could
 // send to the peer (its shared-memory FIFO or socket full: 1 MiB of small
-// writes over shared memory, 8 MiB over TCP, or 32 MiB to all peers), as a
+// writes over shared memory, 8 MiB over TCP, or 32 MiB to all peers of
+// the conn's worker), as a
 // write to a full socket buffer does; the deadline is checked before each
 // part is committed.
 func (c *Conn) Write(b []byte) (int, error) {
@@ -127,14 +128,14 @@ func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error)
 //   - the engine holds processBacklog, some of it for the peer.
 func (c *Conn) backedUp(sp sendPath, small bool) bool {
 	switch {
-	case c.peer.unflushed.Load() >= peerBufferMax/4 && c.t.backlog() >= peerBufferMax:
+	case c.peer.unflushed.Load() >= peerBufferMax/4 && c.sh.backlog() >= peerBufferMax:
 		return true
 	case small && sp.kind == pathSharedMemory && c.backlog() >= shmSmallBacklog:
 		return true
 	case sp.kind == pathTCP && c.backlog() >= tcpBacklog:
 		return true
 	}
-	return c.t.backlog() >= processBacklog && c.backlog() > 0
+	return c.sh.backlog() >= processBacklog && c.backlog() > 0
 }
 
 // sendChunk sends p, a part of a write that the window allows, as DATA
@@ -224,19 +225,20 @@ const shmSmallBacklog = 1 << 20
 // and the buffer pool's (PERFORMANCE.md §13).
 const tcpBacklog = 8 << 20
 
-// processBacklog bounds what UCX holds in sends it could not start, to
-// all peers together: once it holds that much, a write to a peer it holds
-// any for waits for them (drainPeer). The bounds above are per peer, and
-// 8 peers that grant a window and never drain held 8 of them (64 MiB over
-// tcp, 128 MiB over shared memory); a peer that drains costs its writers
-// only a flush while the process is over it.
+// processBacklog bounds what one worker's UCX holds in sends it could not
+// start, to all its peers together (per worker, like everything a worker
+// holds: Config.Workers multiplies it): once it holds that much, a write
+// to a peer it holds any for waits for them (drainPeer). The bounds above
+// are per peer, and 8 peers that grant a window and never drain held 8 of
+// them (64 MiB over tcp, 128 MiB over shared memory); a peer that drains
+// costs its writers only a flush while the worker is over it.
 const processBacklog = 32 << 20
 
 // backlog returns what UCX holds in sends to c's peer that it could not
 // start.
 func (c *Conn) backlog() (n uint64) {
 	_ = c.peer.use(func(ep engine.EP) error {
-		n = c.t.eng.Stats(ep).Backlog
+		n = c.sh.eng.Stats(ep).Backlog
 		return nil
 	})
 	return n

@@ -35,6 +35,17 @@ const (
 	tlvTCPFrame   = 10
 	tlvUCX        = 11
 	tlvProc       = 12
+	tlvFeatures   = 13
+)
+
+// Feature bits of Hello.Features.
+const (
+	// FeatureWorkers: the sender runs several UCX workers and can move a
+	// conn to another one in the handshake. In a CONNECT it lets the
+	// listener answer from any of its workers; in an ACCEPT it says that
+	// WorkerAddr names the listener's worker that sent it, on which the
+	// dialer continues the conn.
+	FeatureWorkers uint32 = 1 << 0
 )
 
 // procLen is the size of an encoded ProcID.
@@ -56,12 +67,15 @@ type ProcID struct {
 // length, value). Unknown types are skipped so that newer peers can add
 // fields; empty optional fields are omitted.
 type Hello struct {
-	ConnID     uint64 // sender's own conn id (non-zero)
-	EagerMax   uint32 // largest frame payload the sender accepts (>0)
-	Window     uint32 // sender's initial receive window in bytes (>0)
-	Name       string // CONNECT: the listener name dialed; ACCEPT: the listener's name (≤ 1024 bytes)
-	LocalName  string // a display name for the sender's end (≤ 1024 bytes)
-	WorkerAddr []byte // CONNECT: the dialer's packed UCX worker address (≤ 8192 bytes)
+	ConnID    uint64 // sender's own conn id (non-zero)
+	EagerMax  uint32 // largest frame payload the sender accepts (>0)
+	Window    uint32 // sender's initial receive window in bytes (>0)
+	Name      string // CONNECT: the listener name dialed; ACCEPT: the listener's name (≤ 1024 bytes)
+	LocalName string // a display name for the sender's end (≤ 1024 bytes)
+	// WorkerAddr is, in a CONNECT, the dialer's packed UCX worker address;
+	// in an ACCEPT with FeatureWorkers, the address of the listener's
+	// worker that sent it (≤ 8192 bytes).
+	WorkerAddr []byte
 	Nonce      []byte // optional, ≤ 64 bytes (for a later PSK challenge)
 	MAC        []byte // optional, ≤ 64 bytes
 	// ShmFrame and TCPFrame, optional (0: not said), are the largest frame
@@ -77,6 +91,9 @@ type Hello struct {
 	UCX string
 	// Proc, optional, is the sender's process (see ProcID).
 	Proc ProcID
+	// Features, optional (0: none), is the set of Feature bits the sender
+	// supports. A bit it does not know is ignored by the receiver.
+	Features uint32
 }
 
 // check enforces the field rules shared by marshalling and unmarshalling.
@@ -115,7 +132,7 @@ func (h *Hello) MarshalBinary() ([]byte, error) {
 	if err := h.check(); err != nil {
 		return nil, err
 	}
-	n := 5*3 + 8 + 4*4 + 3 + procLen
+	n := 6*3 + 8 + 5*4 + 3 + procLen
 	for _, v := range [][]byte{[]byte(h.Name), []byte(h.LocalName), h.WorkerAddr, h.Nonce, h.MAC, []byte(h.UCX)} {
 		if len(v) > 0 {
 			n += 3 + len(v)
@@ -134,6 +151,7 @@ func (h *Hello) MarshalBinary() ([]byte, error) {
 	b = appendTLV(b, tlvTCPFrame, appendNonZero32(h.TCPFrame))
 	b = appendTLV(b, tlvUCX, []byte(h.UCX))
 	b = appendTLV(b, tlvProc, h.Proc.append(nil))
+	b = appendTLV(b, tlvFeatures, appendNonZero32(h.Features))
 	return b, nil
 }
 
@@ -188,7 +206,7 @@ func (h *Hello) UnmarshalBinary(b []byte) error {
 		}
 		v := b[3 : 3+n]
 		b = b[3+n:]
-		if typ < tlvConnID || typ > tlvProc {
+		if typ < tlvConnID || typ > tlvFeatures {
 			continue // unknown: skip
 		}
 		if seen&(1<<typ) != 0 {
@@ -215,7 +233,7 @@ func (h *Hello) setField(typ byte, v []byte) error {
 	switch typ {
 	case tlvConnID:
 		want = 8
-	case tlvEagerMax, tlvWindow, tlvShmFrame, tlvTCPFrame:
+	case tlvEagerMax, tlvWindow, tlvShmFrame, tlvTCPFrame, tlvFeatures:
 		want = 4
 	case tlvProc:
 		want = procLen
@@ -251,6 +269,8 @@ func (h *Hello) setField(typ byte, v []byte) error {
 		h.Proc.Start = binary.LittleEndian.Uint64(v[4:])
 		h.Proc.PidNS = binary.LittleEndian.Uint64(v[12:])
 		copy(h.Proc.Boot[:], v[20:])
+	case tlvFeatures:
+		h.Features = binary.LittleEndian.Uint32(v)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ func fullHello() Hello {
 		TCPFrame:   1 << 20,
 		UCX:        "1.18.1",
 		Proc:       ProcID{PID: 4242, Start: 123456, PidNS: 4026531836, Boot: [16]byte{1, 2, 3, 15: 16}},
+		Features:   FeatureWorkers | 1<<31,
 	}
 }
 
@@ -120,6 +121,8 @@ func TestHelloUnmarshalErrors(t *testing.T) {
 		"short proc":       cat(minimal(), tlv(tlvProc, make([]byte, procLen-1))),
 		"long proc":        cat(minimal(), tlv(tlvProc, make([]byte, procLen+1))),
 		"proc pid 0":       cat(minimal(), tlv(tlvProc, pidZeroProc)),
+		"short features":   cat(minimal(), tlv(tlvFeatures, []byte{1})),
+		"dup features":     cat(minimal(), tlv(tlvFeatures, u32(1)), tlv(tlvFeatures, u32(1))),
 	} {
 		h := fullHello()
 		err := h.UnmarshalBinary(b)
