@@ -250,12 +250,10 @@ func (s *shard) giveBack(w engine.Worker) {
 	}
 }
 
-// flushOut sends every queued frame now, waiting for the worker.
-func (s *shard) flushOut() {
-	if s.out.queued.Load() {
-		s.giveBack(s.acquire())
-	}
-}
+// flushOut sends every queued frame now, waiting for the worker: also
+// for a holder that took the queue and is sending it, so that a failed
+// send of a conn's frame is seen (takeErr) once flushOut returns.
+func (s *shard) flushOut() { s.giveBack(s.acquire()) }
 
 // sendQueued sends the queued open frames, holding w: all of them, or
 // (all = false) those whose peer is not backed up, unless frames were kept

@@ -67,7 +67,9 @@ func (s *shard) tickAll(now time.Time) {
 	smWatch.Tick(now)
 	fdSweep.Tick(now)
 	s.tick(now)
-	s.flushOut()
+	if s.out.queued.Load() {
+		s.flushOut()
+	}
 }
 
 // connFor returns the conn a frame that arrived on shard s names, if the
