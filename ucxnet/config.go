@@ -5,12 +5,12 @@ package ucxnet
 import (
 	"log/slog"
 	"os"
-	"sort"
 	"strconv"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/stream"
+	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -26,19 +26,6 @@ const (
 	// before it is taken for dead (see Config.KeepAlive).
 	DefaultKeepAlive = 1500 * time.Millisecond
 )
-
-// ucxDefaults are UCX settings ucxnet changes unless the user set the
-// corresponding UCX_* environment variable.
-var ucxDefaults = []progress.Setting{
-	// Shared memory transports are excluded under peer error handling
-	// unless this is set, and ucxnet needs peer error handling.
-	{Name: "MM_ERROR_HANDLING", Value: "y"},
-	// Receive segments that hold one whole frame (see segments.go).
-	{Name: shmSegment.names[0], Value: strconv.Itoa(shmSegment.size)},
-	{Name: tcpSegment.names[0], Value: strconv.Itoa(tcpSegment.size)},
-	// Detect dead peers in about a second rather than 20 s.
-	{Name: "KEEPALIVE_INTERVAL", Value: "1s"},
-}
 
 // Config configures a Transport. The zero value is ready to use.
 type Config struct {
@@ -173,53 +160,12 @@ func envDuration(name string, dflt time.Duration) time.Duration {
 	return dflt
 }
 
-// effectiveTLS is the UCX_TLS in force, and whether it is set: Config.UCX's
-// "TLS" overrides the environment's.
-func effectiveTLS(user map[string]string) (string, bool) {
-	if v, set := user["TLS"]; set {
-		return v, true
-	}
-	return os.LookupEnv("UCX_TLS")
-}
-
-// ucxSettings merges ucxnet's defaults (skipping those the environment
-// sets) with the user's settings.
+// ucxSettings is the UCX settings ucxnet applies with user's (a
+// Config.UCX map) on top of the environment.
 func ucxSettings(user map[string]string) []progress.Setting {
 	var out []progress.Setting
-	tls, _ := effectiveTLS(user)
-	for _, s := range ucxDefaults {
-		if _, set := os.LookupEnv("UCX_" + s.Name); set {
-			continue
-		}
-		seg := segmentNamed(s.Name)
-		if (s.Name == "MM_ERROR_HANDLING" || seg == &shmSegment) && !sharedMemoryEnabled(tls) ||
-			seg == &tcpSegment && !tcpEnabled(tls) {
-			continue // UCX warns about settings of components it did not load
-		}
-		if seg != nil && seg.userValue(user) != "" {
-			continue // the user chose the segment size (maybe under another name)
-		}
-		if _, set := user[s.Name]; set {
-			continue
-		}
-		if seg != nil {
-			s.Name = seg.modifyName()
-		}
-		out = append(out, s)
-	}
-	keys := make([]string, 0, len(user))
-	for k := range user {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		name := k
-		if seg := segmentNamed(k); seg != nil {
-			// UCX ignores some segment names through ucp_config_modify
-			// (see segments.go): pass the one it honours.
-			name = seg.modifyName()
-		}
-		out = append(out, progress.Setting{Name: name, Value: user[k]})
+	for _, s := range ucxconf.Settings(user, UCX().Version) {
+		out = append(out, progress.Setting{Name: s.Name, Value: s.Value})
 	}
 	return out
 }
@@ -227,17 +173,7 @@ func ucxSettings(user map[string]string) []progress.Setting {
 // EffectiveUCXDefaults returns the UCX settings ucxnet applies on top of
 // the environment (those the environment does not set itself), named as
 // UCX_* environment variables that would set them.
-func EffectiveUCXDefaults() map[string]string {
-	m := map[string]string{}
-	for _, s := range ucxSettings(nil) {
-		name := s.Name
-		if seg := segmentNamed(name); seg != nil {
-			name = seg.envName // the name UCX reads from the environment
-		}
-		m["UCX_"+name] = s.Value
-	}
-	return m
-}
+func EffectiveUCXDefaults() map[string]string { return ucxconf.EnvDefaults(UCX().Version) }
 
 // withDefaults returns cfg with its zero fields set to the defaults (or
 // the environment's values) and its bounds applied, as a Transport runs it.

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -145,13 +146,13 @@ func (t *Transport) forcedLane() (lane, why string) {
 
 // ucxTLSSet reports whether the user chose UCX's transports.
 func (t *Transport) ucxTLSSet() bool {
-	_, set := effectiveTLS(t.cfg.UCX)
+	_, set := ucxconf.EffectiveTLS(t.cfg.UCX)
 	return set
 }
 
 // tlsValue is the UCX_TLS in force ("" when unset).
 func (t *Transport) tlsValue() string {
-	v, _ := effectiveTLS(t.cfg.UCX)
+	v, _ := ucxconf.EffectiveTLS(t.cfg.UCX)
 	return v
 }
 

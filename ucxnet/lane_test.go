@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/internal/ucxconf"
 )
 
 // The lane decision, situation by situation (the table in the README).
@@ -97,7 +98,7 @@ func TestLaneAutoSameHost(t *testing.T) {
 	require.Equal(t, LaneUCX, info.Lane)
 	require.Equal(t, why, info.Reason)
 	if tls, set := os.LookupEnv("UCX_TLS"); set {
-		if tcpEnabled(tls) {
+		if ucxconf.TCPEnabled(tls) {
 			require.Equal(t, reasonUCXTLS, why)
 		} else {
 			require.Equal(t, reasonNoTCPPeer, why, "UCX_TLS without tcp keeps the listener off TCP")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -78,7 +79,7 @@ func TestLaneMixedBuild(t *testing.T) {
 	reg, err := registry.NewDir(dir)
 	require.NoError(t, err)
 	cfg := Config{Registry: reg, Lane: LaneAuto} // whatever UCXNET_LANE says
-	if !tcpEnabled(os.Getenv("UCX_TLS")) {
+	if !ucxconf.TCPEnabled(os.Getenv("UCX_TLS")) {
 		cfg.Lane = LaneTCP // UCX_TLS keeps a listener off TCP unless forced
 	}
 	tr, err := NewTransport(cfg)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ucxnet/ucxnet/internal/procstat"
 	"github.com/ucxnet/ucxnet/internal/stream"
+	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -52,7 +53,7 @@ func TestStoppedPeerKept(t *testing.T) {
 			if lane == LaneUCX {
 				needUCX(t)
 			}
-			if lane == LaneTCP && !tcpEnabled(os.Getenv("UCX_TLS")) {
+			if lane == LaneTCP && !ucxconf.TCPEnabled(os.Getenv("UCX_TLS")) {
 				t.Skipf("UCX_TLS=%q: a listener opens no TCP port", os.Getenv("UCX_TLS"))
 			}
 			dir := t.TempDir()

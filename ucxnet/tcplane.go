@@ -33,6 +33,7 @@ import (
 
 	"github.com/ucxnet/ucxnet/internal/auth"
 	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -86,7 +87,7 @@ type tcpListener struct {
 func (l *Listener) openTCPLane() (*tcpListener, error) {
 	t := l.t
 	forced, _ := t.forcedLane()
-	if forced == LaneUCX || forced == "" && t.haveUCX() && !tcpEnabled(t.tlsValue()) {
+	if forced == LaneUCX || forced == "" && t.haveUCX() && !ucxconf.TCPEnabled(t.tlsValue()) {
 		return nil, nil
 	}
 	if _, real := t.eng.(*progress.Engine); forced == "" && !real && t.haveUCX() {

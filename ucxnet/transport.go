@@ -15,6 +15,7 @@ import (
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/statsock"
 	"github.com/ucxnet/ucxnet/internal/stream"
+	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -77,7 +78,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 		}
 		if err != nil {
 			hint := ""
-			if tls, set := effectiveTLS(cfg.UCX); set {
+			if tls, set := ucxconf.EffectiveTLS(cfg.UCX); set {
 				hint = fmt.Sprintf(" (UCX_TLS=%q: no usable transport?)", tls)
 			}
 			return nil, fmt.Errorf("ucxnet: starting UCX%s: %w", hint, err)
@@ -114,8 +115,8 @@ func newTransport(cfg Config, start startEngine) (*Transport, error) {
 		reg:       reg,
 		ownReg:    ownReg,
 		name:      cfg.Name,
-		shmFrame:  shmSegment.frame(cfg.UCX),
-		tcpFrame:  tcpSegment.frame(cfg.UCX),
+		shmFrame:  ucxconf.Shm.Frame(cfg.UCX),
+		tcpFrame:  ucxconf.TCP.Frame(cfg.UCX),
 		conns:     make(map[uint64]*Conn),
 		listeners: make(map[string]*Listener),
 		closing:   make(chan struct{}),

@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -39,30 +38,7 @@ var ucxLibrary = sync.OnceValue(func() UCXLibrary {
 // older than the headers may lack functions or flags the build uses (UCX
 // keeps its API backward compatible, not forward), and another major
 // release is another API. A newer minor release than the headers is fine.
-func (l UCXLibrary) Warning() string {
-	lmaj, lmin, ok1 := majorMinor(l.Version)
-	bmaj, bmin, ok2 := majorMinor(l.BuiltFor)
-	switch {
-	case !ok1 || !ok2:
-		return ""
-	case lmaj != bmaj:
-		return fmt.Sprintf("UCX %s is loaded, but ucxnet was built against UCX %s: another major release; rebuild against the UCX in use", l.Version, l.BuiltFor)
-	case lmin < bmin:
-		return fmt.Sprintf("UCX %s is loaded, older than the UCX %s headers ucxnet was built against: functions or flags of %s may be missing; rebuild against the UCX in use, or point LD_LIBRARY_PATH at %s", l.Version, l.BuiltFor, l.BuiltFor, l.BuiltFor)
-	}
-	return ""
-}
-
-// majorMinor parses the major and minor numbers of a release "1.13[.1]".
-func majorMinor(v string) (int, int, bool) {
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
-		return 0, 0, false
-	}
-	maj, err1 := strconv.Atoi(parts[0])
-	min, err2 := strconv.Atoi(parts[1])
-	return maj, min, err1 == nil && err2 == nil
-}
+func (l UCXLibrary) Warning() string { return ucxconf.ReleaseWarning(l.Version, l.BuiltFor) }
 
 // releasePair names the listener's UCX release (from its registry entry,
 // or the address) and this process's, when they differ: for the errors of
@@ -101,22 +77,17 @@ func logUnusableAddress(peerUCX string, err error) {
 }
 
 // releaseClash says why this process must not dial the listener of entry
-// e over UCX, or "". UCX 1.22 packs the tcp transport's loopback device
-// address with a 12-byte namespace id where earlier releases pack 16 bytes
-// (ucs_sys_ns_t went from ino_t to 32 bits), and an earlier release
-// misreads it: a listener of UCX 1.21 or older that has nothing but tcp
-// over loopback in common with a 1.22 dialer finds no lane to it and
-// aborts in its wireup (ucp_worker.inl "cfg_index != NULL" assertion,
-// measured with 1.13.1 and 1.18.1). Over shared memory, and over tcp on
-// other interfaces, the pair works, and so does the other direction.
+// e over UCX, or "": ucxconf.LoopbackTCPClash's pair (a UCX 1.22 dialer,
+// a listener of 1.21 or older, only tcp over loopback between them),
+// which makes the listener abort.
 func (t *Transport) releaseClash(e registry.Entry) string {
-	if maj, min, ok := majorMinor(UCX().Version); !ok || maj == 1 && min < 22 {
+	if maj, min, ok := ucxconf.MajorMinor(UCX().Version); !ok || maj == 1 && min < 22 {
 		return "" // only a 1.22 (or later) dialer can clash
 	}
-	tls, tlsSet := effectiveTLS(t.cfg.UCX)
+	tls, tlsSet := ucxconf.EffectiveTLS(t.cfg.UCX)
 	devs := t.netDevices()
 	_, _, host := registry.CurrentProcess()
-	if !loopbackTCPClash(UCX().Version, listenerRelease(e), e.Host == host, tlsSet && !sharedMemoryEnabled(tls), devs) {
+	if !ucxconf.LoopbackTCPClash(UCX().Version, listenerRelease(e), e.Host == host, tlsSet && !ucxconf.SharedMemoryEnabled(tls), devs) {
 		return ""
 	}
 	return fmt.Sprintf("the listener runs UCX %s and this process UCX %s: with only tcp over loopback between them (UCX_TLS=%s, UCX_NET_DEVICES=%q), UCX 1.21 and older misread UCX 1.22's loopback address and abort; allow shared memory in UCX_TLS or use another interface", listenerRelease(e), UCX().Version, tls, devs)
@@ -136,24 +107,4 @@ func listenerRelease(e registry.Entry) string {
 		return "1.15"
 	}
 	return ""
-}
-
-// loopbackTCPClash is releaseClash's rule: a dialer of UCX 1.22 or later,
-// a listener of 1.21 or earlier on the same host, no shared memory allowed,
-// and loopback among the devices UCX may use.
-func loopbackTCPClash(ours, theirs string, sameHost, tcpOnly bool, netDevices string) bool {
-	omaj, omin, ok1 := majorMinor(ours)
-	tmaj, tmin, ok2 := majorMinor(theirs)
-	if !ok1 || !ok2 || !sameHost || !tcpOnly || omaj != 1 || tmaj != 1 || omin < 22 || tmin >= 22 {
-		return false
-	}
-	if netDevices == "" || netDevices == "all" {
-		return true
-	}
-	for _, d := range strings.Split(netDevices, ",") {
-		if strings.TrimSpace(d) == "lo" || strings.HasPrefix(strings.TrimSpace(d), "lo:") {
-			return true
-		}
-	}
-	return false
 }

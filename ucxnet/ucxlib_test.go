@@ -80,36 +80,6 @@ func TestLogUnusableAddressOnce(t *testing.T) {
 	require.Contains(t, out, "ucx="+UCX().Version)
 }
 
-// TestLoopbackTCPClash: the one mixed pair UCX itself cannot carry (a UCX
-// 1.22 dialer, a listener of 1.21 or older, only tcp over loopback between
-// them: the listener aborts) is refused by the dialer; every other pair is
-// tried.
-func TestLoopbackTCPClash(t *testing.T) {
-	for _, c := range []struct {
-		ours, theirs string
-		sameHost     bool
-		tcpOnly      bool
-		devs         string
-		clash        bool
-	}{
-		{"1.22.0", "1.18.1", true, true, "", true},
-		{"1.22.0", "1.13.1", true, true, "lo", true},
-		{"1.22.0", "1.15", true, true, "eth0,lo", true},
-		{"1.23.1", "1.21.0", true, true, "all", true},
-		{"1.22.0", "1.18.1", true, true, "eth0", false}, // no loopback: works
-		{"1.22.0", "1.18.1", true, false, "", false},    // shared memory allowed: works
-		{"1.22.0", "1.18.1", false, true, "", false},    // another host: not loopback
-		{"1.18.1", "1.22.0", true, true, "", false},     // the other direction works
-		{"1.22.0", "1.22.0", true, true, "", false},     // same release
-		{"1.22.0", "", true, true, "", false},           // unknown: tried
-		{"", "1.18.1", true, true, "", false},           // no UCX here
-	} {
-		if got := loopbackTCPClash(c.ours, c.theirs, c.sameHost, c.tcpOnly, c.devs); got != c.clash {
-			t.Errorf("%+v: clash = %v", c, got)
-		}
-	}
-}
-
 // TestListenerRelease: the listener's release from its registry entry's
 // meta, else from the address its UCX packed.
 func TestListenerRelease(t *testing.T) {

@@ -23,10 +23,7 @@
 // (Verified), it stays off. Elsewhere a Watcher does nothing.
 package smfifo
 
-import (
-	"strconv"
-	"strings"
-)
+import "github.com/ucxnet/ucxnet/internal/ucxconf"
 
 // Verified reports whether the repair is known to work with the UCX
 // release named (as "1.13.1"): it was verified with UCX 1.13 (Debian
@@ -34,11 +31,6 @@ import (
 // the process stayed deaf after a repair, so it stays off there until the
 // difference is understood.
 func Verified(release string) bool {
-	parts := strings.SplitN(release, ".", 3)
-	if len(parts) < 2 {
-		return false
-	}
-	maj, err1 := strconv.Atoi(parts[0])
-	min, err2 := strconv.Atoi(parts[1])
-	return err1 == nil && err2 == nil && maj == 1 && min == 13
+	maj, min, ok := ucxconf.MajorMinor(release)
+	return ok && maj == 1 && min == 13
 }
