@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
@@ -158,16 +157,6 @@ func envDuration(name string, dflt time.Duration) time.Duration {
 		return -1 // a bare negative number ("-1") means off, as it would in seconds
 	}
 	return dflt
-}
-
-// ucxSettings is the UCX settings ucxnet applies with user's (a
-// Config.UCX map) on top of the environment.
-func ucxSettings(user map[string]string) []progress.Setting {
-	var out []progress.Setting
-	for _, s := range ucxconf.Settings(user, UCX().Version) {
-		out = append(out, progress.Setting{Name: s.Name, Value: s.Value})
-	}
-	return out
 }
 
 // EffectiveUCXDefaults returns the UCX settings ucxnet applies on top of

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
-
-	"github.com/ucxnet/ucxnet/internal/progress"
 )
 
 // Errors a conn or dial can report, each wrapped in a *net.OpError. Test
@@ -26,12 +24,6 @@ var (
 	ErrProtocol = &errnoError{"protocol violation by peer; connection reset", syscall.ECONNRESET}
 	// ErrTransportClosed means the conn's Transport was closed.
 	ErrTransportClosed = errors.New("ucxnet: transport closed")
-	// ErrUnsupported means this build of ucxnet has no UCX: it was built
-	// without cgo (CGO_ENABLED=0) or for an OS other than Linux. Such a
-	// build's transports run the kernel-TCP lane alone (Listen and Dial
-	// work; see Config.Lane); NewTransport fails with it only when the
-	// UCX lane is forced.
-	ErrUnsupported = progress.ErrUnsupported
 )
 
 // errnoError is an error with its own text that matches an errno.

@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -70,8 +69,8 @@ type laneFacts struct {
 	peerTCP  bool   // the entry publishes a usable TCP endpoint
 	peerUCX  bool   // the entry's address is a UCX worker address this build reads
 	sameHost bool   // the entry's Host is ours
-	local    progress.AddressOffer
-	peer     progress.AddressOffer
+	local    addressOffer
+	peer     addressOffer
 }
 
 // laneChoice is a lane decision: the lane and why, or why neither works.
@@ -170,11 +169,11 @@ func (t *Transport) laneFor(e registry.Entry) (laneChoice, []netip.AddrPort) {
 	f.forced, f.forcedBy = t.forcedLane()
 	eps := parseTCPEndpoints(e.Meta[MetaTCP], f.sameHost)
 	f.peerTCP = len(eps) > 0
-	if o, err := progress.Offer(e.Address); err == nil {
+	if o, err := offerOf(e.Address); err == nil {
 		f.peerUCX, f.peer = true, o
 	}
 	if f.haveUCX {
-		f.local, _ = progress.Offer(t.eng.Address())
+		f.local, _ = offerOf(t.eng.Address())
 	}
 	return decideLane(f), eps
 }

@@ -9,15 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
 )
 
 // The lane decision, situation by situation (the table in the README).
 func TestLaneDecision(t *testing.T) {
-	shm := progress.AddressOffer{SharedMemory: true, TCP: true}
-	rdma := progress.AddressOffer{RDMA: true, TCP: true}
-	tcpOnly := progress.AddressOffer{TCP: true}
+	shm := addressOffer{SharedMemory: true, TCP: true}
+	rdma := addressOffer{RDMA: true, TCP: true}
+	tcpOnly := addressOffer{TCP: true}
 	base := laneFacts{haveUCX: true, peerTCP: true, peerUCX: true}
 	with := func(f func(*laneFacts)) laneFacts { x := base; f(&x); return x }
 	for _, tc := range []struct {
@@ -107,7 +106,7 @@ func TestLaneAutoSameHost(t *testing.T) {
 		return
 	}
 	require.Equal(t, reasonSharedMemory, why)
-	o, err := progress.Offer(p.client.eng.Address())
+	o, err := offerOf(p.client.eng.Address())
 	require.NoError(t, err)
 	require.True(t, o.SharedMemory && o.TCP, "%v", o.Transports)
 	require.NotEmpty(t, info.Endpoints)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
-	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -34,7 +33,7 @@ func startNoUCX(cfg Config, err error) (engine.Engine, error) {
 	if lane == "" {
 		lane = os.Getenv(EnvLane)
 	}
-	if !errors.Is(err, progress.ErrUnsupported) || lane == LaneUCX {
+	if !errors.Is(err, ErrUnsupported) || lane == LaneUCX {
 		return nil, err
 	}
 	return noUCX{}, nil

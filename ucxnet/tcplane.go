@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/auth"
-	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -90,7 +89,7 @@ func (l *Listener) openTCPLane() (*tcpListener, error) {
 	if forced == LaneUCX || forced == "" && t.haveUCX() && !ucxconf.TCPEnabled(t.tlsValue()) {
 		return nil, nil
 	}
-	if _, real := t.eng.(*progress.Engine); forced == "" && !real && t.haveUCX() {
+	if forced == "" && !isUCX(t.eng) && t.haveUCX() {
 		return nil, nil // the in-memory engine of tests: its conns stay on it unless forced
 	}
 	addrs, err := tcpListenAddrs(t.netDevices())

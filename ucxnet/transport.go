@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
-	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/statsock"
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
@@ -72,7 +71,7 @@ type Transport struct {
 // workers and their progress engines.
 func NewTransport(cfg Config) (*Transport, error) {
 	t, err := newTransport(cfg, func(cfg Config, h engine.Handler) (engine.Engine, error) {
-		eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin, SpinMax: cfg.SpinMax}, h)
+		eng, err := startUCX(cfg, h)
 		if err != nil && errors.Is(err, ErrUnsupported) {
 			return startNoUCX(cfg, err) // kernel TCP only (noucx.go)
 		}

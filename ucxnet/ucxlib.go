@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -29,9 +28,7 @@ func UCX() UCXLibrary { return ucxLibrary() }
 // ucxLibrary finds the library once: it cannot change in a process, and
 // finding its path reads /proc/self/maps, which handshakes must not do
 // for every CONNECT and ACCEPT.
-var ucxLibrary = sync.OnceValue(func() UCXLibrary {
-	return UCXLibrary{Version: progress.Version(), BuiltFor: progress.BuildRelease(), Path: progress.LibraryPath()}
-})
+var ucxLibrary = sync.OnceValue(loadedUCX)
 
 // Warning says what is wrong when the loaded release differs from the one
 // ucxnet was built against in a way that matters, or "": a loaded release
@@ -46,7 +43,7 @@ func (l UCXLibrary) Warning() string { return ucxconf.ReleaseWarning(l.Version, 
 func releasePair(e registry.Entry) string {
 	theirs := e.Meta[MetaUCXRelease]
 	if theirs == "" {
-		theirs = progress.AddressRelease(e.Address)
+		theirs = addressRelease(e.Address)
 	}
 	ours := UCX().Version
 	if theirs == "" || ours == "" || theirs == ours {
@@ -100,10 +97,10 @@ func listenerRelease(e registry.Entry) string {
 	if v := e.Meta[MetaUCXRelease]; v != "" {
 		return v
 	}
-	if v := progress.AddressRelease(e.Address); v != "" {
+	if v := addressRelease(e.Address); v != "" {
 		return v
 	}
-	if progress.ValidAddress(e.Address) {
+	if validAddress(e.Address) {
 		return "1.15"
 	}
 	return ""

@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/ucxnet/ucxnet/internal/cloexec"
-	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/smfifo"
 )
 
@@ -30,7 +29,7 @@ var fdSweep = cloexec.New(os.Getenv(EnvNoCloexec) == "1")
 // after its worker is made, an endpoint is created, or a peer's handshake
 // arrived (UCX accepted its connection).
 func (t *Transport) markUCXFDs() {
-	if _, ok := t.eng.(*progress.Engine); ok {
+	if isUCX(t.eng) {
 		fdSweep.Request()
 	}
 }
