@@ -235,7 +235,9 @@ func TestZeroCopyStalledPeer(t *testing.T) {
 	}
 	paused, unblock := make(chan struct{}), make(chan struct{})
 	go func() {
-		resume := p.server.eng.(*progress.Engine).Pause()
+		// The engine of the server conn's shard: with Config.Workers over
+		// 1, another shard's engine does not carry it.
+		resume := s.(*Conn).sh.eng.(*progress.Engine).Pause()
 		close(paused)
 		<-unblock
 		resume()
