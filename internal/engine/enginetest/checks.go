@@ -285,3 +285,47 @@ func testClose(t *testing.T, start Start) {
 		t.Fatalf("after Close: Connect %v, Send %v", err, err2)
 	}
 }
+
+// Sends to a peer that stopped draining back up (Stats reports the
+// endpoint's backlog); once the peer drains again, a Writable event
+// follows, the backlog empties and every frame arrives.
+func testWritableAfterBacklog(t *testing.T, start Start, stall func(a, b engine.Engine) func()) {
+	a, b, ep := pair(t, start)
+	resume := stall(a.e, b.e)
+	resumed := false
+	defer func() {
+		if !resumed {
+			resume()
+		}
+	}()
+	const size, most = 1 << 20, 256
+	n := 0
+	for ; n < most && a.e.Stats(ep).Backlog == 0; n++ {
+		if _, _, err := send(a.e, ep, engine.Frames{Header: header(1, uint64(n)), Data: payload(n, size)}); err != nil {
+			t.Fatalf("send %d: %v", n, err)
+		}
+	}
+	if a.e.Stats(ep).Backlog == 0 {
+		t.Fatalf("%d MiB sent to a stalled peer and no backlog", n)
+	}
+	if all := a.e.Stats(engine.EP{}).Backlog; all == 0 {
+		t.Fatal("an endpoint's backlog but none for the engine")
+	}
+	before := len(a.r.waitFor(t, engine.Writable, "", func([]engine.Event) bool { return true }))
+	resume()
+	resumed = true
+	a.r.waitFor(t, engine.Writable, "Writable after the peer drained", func(evs []engine.Event) bool { return len(evs) > before })
+	got := b.r.frames(t, n)
+	for i := range n {
+		if !bytes.Equal(got[uint64(i)].Data, payload(i, size)) {
+			t.Fatalf("frame %d differs", i)
+		}
+	}
+	deadline := time.Now().Add(wait)
+	for a.e.Stats(ep).Backlog != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("backlog %d left after every frame arrived", a.e.Stats(ep).Backlog)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -27,10 +27,19 @@ type Start func(t *testing.T, h engine.Handler) engine.Engine
 // a hang, and is no measure of speed.
 const wait = 20 * time.Second
 
+// Options are what an engine's tests tell the suite beyond Start.
+type Options struct {
+	// Skip names the checks that this engine, as the caller set it up,
+	// cannot pass, with the reason each is skipped.
+	Skip map[string]string
+	// Stall makes sends from a to b back up (a's backlog grows) until
+	// resume is called, as a peer that stops draining does. Nil skips
+	// the check that needs it.
+	Stall func(a, b engine.Engine) (resume func())
+}
+
 // Run runs the suite, each check in a subtest with engines of its own.
-// skip names the checks that this engine, as the caller set it up, cannot
-// pass, with the reason each is skipped.
-func Run(t *testing.T, start Start, skip map[string]string) {
+func Run(t *testing.T, start Start, o Options) {
 	checks := []struct {
 		name string
 		f    func(*testing.T, Start)
@@ -50,12 +59,18 @@ func Run(t *testing.T, start Start, skip map[string]string) {
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
-			if why, ok := skip[c.name]; ok {
+			if why, ok := o.Skip[c.name]; ok {
 				t.Skip(why)
 			}
 			c.f(t, start)
 		})
 	}
+	t.Run("WritableAfterBacklog", func(t *testing.T) {
+		if o.Stall == nil {
+			t.Skip("the engine's tests give no way to stall a peer (Options.Stall)")
+		}
+		testWritableAfterBacklog(t, start, o.Stall)
+	})
 }
 
 // recorder is the suite's Handler: it keeps every event, with a copy of

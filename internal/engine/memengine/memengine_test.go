@@ -162,5 +162,8 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return e
-	}, nil)
+	}, enginetest.Options{Stall: func(a, _ engine.Engine) func() {
+		a.(*Engine).SetBusy(true) // busy: a backlog of 1 to every endpoint
+		return func() { a.(*Engine).SetBusy(false) }
+	}})
 }
