@@ -17,10 +17,9 @@
 // no header, which the receiver drops as a bad frame), so that the
 // receiver moves past it. It reads and writes only the FIFO's control
 // block and that slot, through /proc/self/mem (never a fault on an
-// unmapped segment). The layout is UCX 1.13's
-// (src/uct/sm/mm/base/mm_iface.h), with the default FIFO_SIZE and
-// FIFO_ELEM_SIZE; with others set, or another UCX release loaded
-// (Verified), it stays off. Elsewhere a Watcher does nothing.
+// unmapped segment). The layout is UCX 1.13's mm FIFO, with the default
+// FIFO_SIZE and FIFO_ELEM_SIZE; with others set, or another UCX release
+// loaded (Verified), it stays off. Elsewhere a Watcher does nothing.
 package smfifo
 
 import "github.com/ucxnet/ucxnet/internal/ucxconf"

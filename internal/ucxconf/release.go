@@ -45,8 +45,8 @@ func ReleaseWarning(loaded, builtFor string) string {
 // transport's loopback device address with a 12-byte namespace id where
 // earlier releases pack 16 bytes (ucs_sys_ns_t went from ino_t to 32
 // bits), and an earlier release misreads it: such a listener finds no lane
-// to the dialer and aborts in its wireup (ucp_worker.inl "cfg_index !=
-// NULL" assertion, measured with 1.13.1 and 1.18.1). Over shared memory,
+// to the dialer and aborts in its wireup (the "cfg_index != NULL"
+// assertion, measured with 1.13.1 and 1.18.1). Over shared memory,
 // and over tcp on other interfaces, the pair works, and so does the other
 // direction.
 func LoopbackTCPClash(ours, theirs string, sameHost, tcpOnly bool, netDevices string) bool {

@@ -34,8 +34,8 @@ var (
 	// UCX's 8256-byte segments with 8000-byte frames: 64 KiB writes 3.4 →
 	// 11 GB/s, 1 MiB writes 4.6 → 13 GB/s. Segments must stay below 64 KiB:
 	// a FIFO element's length is 16 bits in UCX 1.13, and with a
-	// 65792-byte segment a fragmented message trips an assertion in
-	// ucp_am.c that aborts the process.
+	// 65792-byte segment a fragmented message trips an assertion in UCP's
+	// active-message code that aborts the process.
 	Shm = &Segment{
 		names:   []string{"MM_SEG_SIZE", "POSIX_SEG_SIZE", "SYSV_SEG_SIZE"},
 		envName: "MM_SEG_SIZE",
