@@ -27,7 +27,11 @@ package ucxnet
 // ECONNREFUSED. Dials (endpoints this side makes from a registry entry)
 // are not limited.
 
-import "time"
+import (
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/session"
+)
 
 // Endpoints made from CONNECTs' addresses: at most connectBurst at once,
 // connectRate a second after that, per Transport (and as many again for
@@ -42,7 +46,7 @@ const (
 // made from a CONNECT that arrived on it by the From that CONNECT came
 // from.
 type admission struct {
-	attach, refuse bucket
+	attach, refuse session.Bucket
 }
 
 // admitLocked decides whether a CONNECT that arrived on s from the
@@ -63,7 +67,7 @@ func (s *shard) admitLocked(from uintptr, addr []byte) error {
 		}
 		b = &a.attach
 	}
-	if !b.take(time.Now(), connectBurst, connectRate) {
+	if !b.Take(time.Now(), connectBurst, connectRate) {
 		t.stats.connectsDropped.Add(1)
 		return errTooManyPeers
 	}

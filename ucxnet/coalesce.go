@@ -164,7 +164,7 @@ func (c *Conn) appendOut(p []byte, frame int) (appended, open bool) {
 // (append grows it), so that many conns each queueing a small message
 // do not each take coalesceMax bytes.
 func (t *Transport) getOutBuf(n int) []byte {
-	if b := t.outBufs.get(); b != nil {
+	if b := t.outBufs.Get(); b != nil {
 		return b
 	}
 	return make([]byte, 0, min(coalesceMax, max(4*n, 4<<10)))
@@ -174,7 +174,7 @@ func (t *Transport) getOutBuf(n int) []byte {
 // most maxOutBufs are kept: the idle cost of a busy moment stays bounded).
 func (t *Transport) putOutBuf(b []byte) {
 	if cap(b) >= coalesceMax {
-		t.outBufs.put(b)
+		t.outBufs.Put(b)
 	}
 }
 

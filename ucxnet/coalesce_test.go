@@ -21,6 +21,7 @@ import (
 
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/engine/memengine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -386,9 +387,9 @@ func TestWriteBacklogBounded(t *testing.T) {
 	var size int
 	var limit uint64
 	switch k := conns[0].(*Conn).peer.path(tr).kind; k {
-	case pathSharedMemory:
+	case session.PathSharedMemory:
 		size, limit = 4<<10, 4<<20 // shmSmallBacklog (1 MiB) and an open frame per conn
-	case pathTCP:
+	case session.PathTCP:
 		size, limit = 64<<10, 12<<20 // tcpBacklog (8 MiB) and a write per conn
 	default:
 		t.Skipf("the bounds apply over shared memory and tcp; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*Conn).Transports())
@@ -430,9 +431,9 @@ func TestWriteBacklogEndsOnPeerFailure(t *testing.T) {
 	tr, conns, stopped := connsToDiscarder(t, Config{KeepAlive: 2 * time.Second})
 	size := 64 << 10
 	switch k := conns[0].(*Conn).peer.path(tr).kind; k {
-	case pathSharedMemory:
+	case session.PathSharedMemory:
 		size = 4 << 10 // small writes are the ones bounded over sm
-	case pathTCP:
+	case session.PathTCP:
 	default:
 		t.Skipf("the backlog bounds apply over shared memory and tcp; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*Conn).Transports())
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -17,10 +18,10 @@ import (
 type Conn struct {
 	t        *Transport
 	peer     *peer
-	id       uint64    // our conn id: frames to us carry it
-	remoteID uint64    // the peer's conn id: frames we send carry it
-	frame    int       // largest frame payload to send (both sides' EagerMax)
-	peerSegs segLimits // largest frames the peer receives as one UCX message
+	id       uint64            // our conn id: frames to us carry it
+	remoteID uint64            // the peer's conn id: frames we send carry it
+	frame    int               // largest frame payload to send (both sides' EagerMax)
+	peerSegs session.SegLimits // largest frames the peer receives as one UCX message
 	laddr    Addr
 	raddr    Addr
 	dialDone chan struct{} // closed when a dial is answered
@@ -97,7 +98,7 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 		sh:            t.shards[0],
 		peer:          p,
 		frame:         t.cfg.EagerMax,
-		peerSegs:      peerSegLimits(stream.Hello{}), // until the peer's Hello says more
+		peerSegs:      session.PeerSegLimits(stream.Hello{}), // until the peer's Hello says more
 		laddr:         laddr,
 		raddr:         raddr,
 		dialDone:      make(chan struct{}),

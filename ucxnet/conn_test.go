@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/nettest"
 
 	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -302,7 +303,7 @@ func TestMixedSegmentSizes(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(msg, got))
 	cc := conn.(*Conn)
-	t.Logf("transports %v; frames to the small-segment side at most %d (shm) / %d (tcp) bytes", cc.Transports(), cc.peerSegs.shm, cc.peerSegs.tcp)
-	require.Equal(t, segLimits{shm: 8000, tcp: 63 << 10}, cc.peerSegs)
-	require.Equal(t, segLimits{shm: 8000, tcp: 63 << 10}, peerSegLimits(stream.Hello{}), "an older peer has UCX's default segments")
+	t.Logf("transports %v; frames to the small-segment side at most %d (shm) / %d (tcp) bytes", cc.Transports(), cc.peerSegs.Shm, cc.peerSegs.TCP)
+	require.Equal(t, session.SegLimits{Shm: 8000, TCP: 63 << 10}, cc.peerSegs)
+	require.Equal(t, session.SegLimits{Shm: 8000, TCP: 63 << 10}, session.PeerSegLimits(stream.Hello{}), "an older peer has UCX's default segments")
 }

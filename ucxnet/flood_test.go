@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -262,20 +263,20 @@ func testMemConnectRateBounded(t *testing.T) {
 
 // The token bucket: connectBurst at once, then connectRate a second.
 func TestMemConnectBucket(t *testing.T) {
-	var b bucket
+	var b session.Bucket
 	now := time.Unix(1000, 0)
 	for i := range connectBurst {
-		require.True(t, b.take(now, connectBurst, connectRate), "token %d", i)
+		require.True(t, b.Take(now, connectBurst, connectRate), "token %d", i)
 	}
-	require.False(t, b.take(now, connectBurst, connectRate))
+	require.False(t, b.Take(now, connectBurst, connectRate))
 	now = now.Add(time.Second / 4)
 	for i := range connectRate / 4 {
-		require.True(t, b.take(now, connectBurst, connectRate), "refilled token %d", i)
+		require.True(t, b.Take(now, connectBurst, connectRate), "refilled token %d", i)
 	}
-	require.False(t, b.take(now, connectBurst, connectRate))
+	require.False(t, b.Take(now, connectBurst, connectRate))
 	now = now.Add(time.Hour)
 	for range connectBurst {
-		require.True(t, b.take(now, connectBurst, connectRate))
+		require.True(t, b.Take(now, connectBurst, connectRate))
 	}
-	require.False(t, b.take(now, connectBurst, connectRate), "the bucket holds at most connectBurst")
+	require.False(t, b.Take(now, connectBurst, connectRate), "the bucket holds at most connectBurst")
 }

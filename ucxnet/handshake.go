@@ -7,6 +7,7 @@ import (
 
 	"github.com/ucxnet/ucxnet/internal/auth"
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -206,7 +207,7 @@ func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, s, at *shard, 
 	c.peerProc = hello.Proc
 	c.keepAlive = l.ka
 	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
-	c.peerSegs = peerSegLimits(hello)
+	c.peerSegs = session.PeerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))
 	c.state = stateOpen
 	if l.psk != nil {
@@ -296,7 +297,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	c.raddr.ID = hello.ConnID // before Dial returns c (it waits for dialDone)
 	c.peerProc = hello.Proc
 	c.frame = min(c.t.cfg.EagerMax, int(hello.EagerMax))
-	c.peerSegs = peerSegLimits(hello)
+	c.peerSegs = session.PeerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))
 	if state == stateAbandoned {
 		c.mu.Unlock()

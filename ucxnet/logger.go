@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/ucxnet/ucxnet/internal/session"
 )
 
 // hostileLogRate and hostileLogBurst bound the log records that a peer's
@@ -22,7 +24,7 @@ const (
 // it suppressed.
 type logLimiter struct {
 	mu         sync.Mutex
-	b          bucket
+	b          session.Bucket
 	suppressed uint64
 }
 
@@ -31,7 +33,7 @@ type logLimiter struct {
 func (l *logLimiter) allow(now time.Time) (ok bool, suppressed uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.b.take(now, hostileLogBurst, hostileLogRate) {
+	if !l.b.Take(now, hostileLogBurst, hostileLogRate) {
 		l.suppressed++
 		return false, 0
 	}

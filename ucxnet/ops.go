@@ -7,7 +7,6 @@ package ucxnet
 import (
 	"errors"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
@@ -16,40 +15,10 @@ import (
 // maxFreeBufs bounds the recycled read buffers a transport keeps.
 const maxFreeBufs = 256
 
-// freeBufs is a bounded free list of byte buffers.
-type freeBufs struct {
-	mu   sync.Mutex
-	bufs [][]byte
-	max  int
-}
-
-// get returns a recycled buffer, emptied, or nil if there is none.
-func (f *freeBufs) get() []byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := len(f.bufs)
-	if n == 0 {
-		return nil
-	}
-	b := f.bufs[n-1]
-	f.bufs[n-1] = nil
-	f.bufs = f.bufs[:n-1]
-	return b[:0]
-}
-
-// put keeps b for reuse, unless the list is full.
-func (f *freeBufs) put(b []byte) {
-	f.mu.Lock()
-	if len(f.bufs) < f.max {
-		f.bufs = append(f.bufs, b[:0])
-	}
-	f.mu.Unlock()
-}
-
 // getBuf returns an empty buffer of capacity holdMin for coalescing small
 // payloads.
 func (t *Transport) getBuf() []byte {
-	if b := t.readBufs.get(); b != nil {
+	if b := t.readBufs.Get(); b != nil {
 		return b
 	}
 	return make([]byte, 0, t.holdMin)
@@ -59,7 +28,7 @@ func (t *Transport) getBuf() []byte {
 // getBuf's (whole: never resliced from the front).
 func (t *Transport) putBuf(b []byte) {
 	if cap(b) == t.holdMin {
-		t.readBufs.put(b)
+		t.readBufs.Put(b)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -62,7 +63,7 @@ type peer struct {
 
 	// pongs is the PING answer budget (see allowPong); pingsDropped
 	// counts the PINGs that found it empty. Engine goroutine only.
-	pongs        bucket
+	pongs        session.Bucket
 	pingsDropped atomic.Uint64
 
 	// madeBy is the From of the CONNECT whose address made this peer (0:
@@ -78,10 +79,15 @@ type peer struct {
 	unflushed atomic.Int64
 }
 
+// networkFrame is the frame size over RDMA and anything else whose segments
+// ucxnet does not size: large enough to amortise per-frame costs, within
+// 64 KiB.
+const networkFrame = 64<<10 - 1024
+
 // sendPath is how writes go out on a peer's endpoint, chosen once from the
 // UCX transports that carry it.
 type sendPath struct {
-	kind     pathKind
+	kind     session.PathKind
 	frame    int  // payload bytes per frame
 	zeroCopy bool // large writes may be sent straight from the writer's memory
 }
@@ -113,9 +119,9 @@ func (p *peer) path(t *Transport) sendPath {
 	case len(tl) == 0:
 		// not known yet (endpoint still wiring up): ask again next time
 	case onlyTransports(tl, "posix", "sysv", "cma", "self"):
-		sp = sendPath{kind: pathSharedMemory, frame: t.shmFrame, zeroCopy: true}
+		sp = sendPath{kind: session.PathSharedMemory, frame: t.shmFrame, zeroCopy: true}
 	case onlyTransports(tl, "tcp", "self"):
-		sp = sendPath{kind: pathTCP, frame: t.tcpFrame}
+		sp = sendPath{kind: session.PathTCP, frame: t.tcpFrame}
 	}
 	if t.cfg.FrameSize > 0 {
 		sp.frame = t.cfg.FrameSize
@@ -153,7 +159,7 @@ const (
 // reports whether there was one; a PING without is dropped and counted.
 // Engine goroutine.
 func (p *peer) allowPong(now int64) bool {
-	if !p.pongs.take(time.Unix(0, now), pongBurst, pongRate) {
+	if !p.pongs.Take(time.Unix(0, now), pongBurst, pongRate) {
 		p.pingsDropped.Add(1)
 		return false
 	}
@@ -493,7 +499,7 @@ func (t *Transport) failSilent(dead []*peer, now time.Time) {
 		// it gracefully there; UCX finishes or fails what it holds.
 		// Elsewhere force the close, which also cancels sends that a dead
 		// peer will never drain (zero-copy writers wait on those).
-		force := p.path(t).kind != pathTCP
+		force := p.path(t).kind != session.PathTCP
 		t.failPeerClose(p, fmt.Sprintf("no answer to keepalive for %v", silent), force)
 	}
 }

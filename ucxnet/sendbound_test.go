@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ucxnet/ucxnet/internal/cucx"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -82,9 +83,9 @@ func TestAttackSendBufferingPerProcess(t *testing.T) {
 	}
 	var size int
 	switch k := conns[0].(*Conn).peer.path(p.server).kind; k {
-	case pathSharedMemory:
+	case session.PathSharedMemory:
 		size = 8 << 10 // not small for an 8 KiB frame, not zero-copy: UCX copies it
-	case pathTCP:
+	case session.PathTCP:
 		size = 64 << 10
 	default:
 		t.Skipf("the bounds apply over shared memory and tcp; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*Conn).Transports())

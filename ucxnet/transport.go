@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/statsock"
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
@@ -46,7 +47,7 @@ type Transport struct {
 	// memory (4 KiB writes on 16 conns grew UCX's pool past 500 MB).
 	holdMin int
 
-	readBufs freeBufs // recycled read buffers of capacity holdMin (small payloads are coalesced into them)
+	readBufs session.BufPool // recycled read buffers of capacity holdMin (small payloads are coalesced into them)
 
 	mu        sync.RWMutex // guards conns, listeners, closed and the shards' peer tables
 	conns     map[uint64]*Conn
@@ -55,7 +56,7 @@ type Transport struct {
 	closing   chan struct{}
 	admit     admission // endpoints made from CONNECTs' addresses (admit.go)
 
-	outBufs freeBufs // recycled open-frame buffers (coalesce.go)
+	outBufs session.BufPool // recycled open-frame buffers (coalesce.go)
 
 	opMu  sync.Mutex
 	opSeq uint64
@@ -120,8 +121,8 @@ func newTransport(cfg Config, start startEngine) (*Transport, error) {
 		listeners: make(map[string]*Listener),
 		closing:   make(chan struct{}),
 		ops:       make(map[uint64]chan error),
-		readBufs:  freeBufs{max: maxFreeBufs},
-		outBufs:   freeBufs{max: maxOutBufs},
+		readBufs:  session.BufPool{Max: maxFreeBufs},
+		outBufs:   session.BufPool{Max: maxOutBufs},
 	}
 	t.holdMin = min(16<<10, t.shmFrame/2)
 	if err := t.startShards(cfg, start); err != nil {

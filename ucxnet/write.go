@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -50,7 +51,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 			return n, err
 		}
 		sp := c.peer.path(c.t)
-		frame := min(c.frame, sp.frame, c.peerSegs.limit(sp.kind))
+		frame := min(c.frame, sp.frame, c.peerSegs.Limit(sp.kind))
 		small := chunk <= min(frame, coalesceMax)/2
 		if c.backedUp(sp, small) {
 			if err := c.drainPeer(dl); err != nil {
@@ -130,9 +131,9 @@ func (c *Conn) backedUp(sp sendPath, small bool) bool {
 	switch {
 	case c.peer.unflushed.Load() >= peerBufferMax/4 && c.sh.backlog() >= peerBufferMax:
 		return true
-	case small && sp.kind == pathSharedMemory && c.backlog() >= shmSmallBacklog:
+	case small && sp.kind == session.PathSharedMemory && c.backlog() >= shmSmallBacklog:
 		return true
-	case sp.kind == pathTCP && c.backlog() >= tcpBacklog:
+	case sp.kind == session.PathTCP && c.backlog() >= tcpBacklog:
 		return true
 	}
 	return c.sh.backlog() >= processBacklog && c.backlog() > 0

@@ -1,0 +1,64 @@
+// Package session holds ucxnet's protocol state in pure Go: what a
+// Transport keeps between its engines (internal/engine) and the face that
+// applications see (the ucxnet package's Conn, Listener and Dialer). It
+// imports engine, stream and the pure internal packages only: no cgo, no
+// UCX, no platform code. Platform hooks (the descriptor sweep, the
+// shared-memory FIFO watcher, the stats socket, process lookups, the UCX
+// engine's construction) are handed in by ucxnet as function values or
+// small interfaces.
+//
+// # The face and the session
+//
+// The split follows gVisor's gonet, whose TCPConn is a thin blocking face
+// over an endpoint that does the protocol. Here the session's streams do
+// the protocol and block: a stream's Read and Write wait on its own
+// condition, on a cancel channel the face passes in (a deadline's
+// channel), and on the stream's close, and return bare errors. The face
+// owns deadlines and wraps errors in *net.OpError. A session stream
+// blocks itself, rather than offering non-blocking calls and readiness
+// channels, for two reasons:
+//   - a blocked Read is woken once, by the frame that readies it; a
+//     readiness channel would add a second wake-up per Read on the hot
+//     path;
+//   - a zero-copy Write lends the caller's memory to UCX until UCX
+//     completes the send: only the session knows when that is, so the
+//     wait for it belongs to the session, not to the face.
+//
+// # What is here
+//
+// One file per owned type. The bounds and pools are here: Bucket (rate
+// limits), BufPool (recycled buffers) and SegLimits (the largest frames a
+// peer takes per path).
+package session
+
+// Lock order and ownership of the session's state, which the ucxnet
+// package holds until it moves here. A lock is taken only after those
+// above it (indented under it) and never the other way:
+//
+//	Conn.wmu      serializes writers and the FIN after them; seq
+//	  Transport.mu  RW: the conn table, the listeners, closed, every
+//	                shard's peer tables and admission state, and a peer's
+//	                conns, from, proc, idleSince, hadConns, ka, dialed,
+//	                madeBy and madeAt
+//	    Conn.mu       state, windows, rbuf, reasm, rEOF, rerr, wshut,
+//	                  finOut, werr, closed, finWait, dErr, linger, the
+//	                  waiter counts and condition channels
+//	      Listener.mu   pendingAuth, queue admission, closed
+//	      outFrame.mu   the conn's open frame
+//	  peer.epMu     RW: the endpoint in use (shared) or closing; gone
+//	    the engine's worker (Acquire to GiveBack)
+//	      outQueue.mu   the shard's queued peers, peer.outQ, failed
+//	      outFrame.mu   (never under outQueue.mu, nor it under this)
+//	Leaves, taken last: BufPool's mutex, Transport.opMu, logLimiter.mu.
+//
+// Owned by a shard's engine goroutine (its HandleEvents and Ticks), read
+// and written there alone: Conn.from, learnFrom, peerProc, early,
+// earlyBytes; peer.pongs; shard.lastSweep. Atomics, each written by one
+// side and read by any: peer.lastRecv, lastPing, rttProbe, rtt,
+// stoppedAt, closing, unflushed, info, sp; outFrame.failed;
+// outQueue.queued, fresh.
+//
+// Set once before the conn enters the conn table, then read-only: Conn.t,
+// sh, workers, dialed, keepAlive, laddr. Conn.peer is written under both
+// Transport.mu and Conn.mu (a dialed conn moved to the worker its ACCEPT
+// names) and read under either.
