@@ -51,7 +51,7 @@ type outFrame struct {
 }
 
 // takeErr returns (once) the error of a Combine's failed send of the open
-// frame: the stream has a gap, so the conn must be reset (Conn.sendFailed).
+// frame: the stream has a gap, so the conn must be reset (terminate, endGap).
 func (o *outFrame) takeErr() error {
 	if !o.failed.Load() {
 		return nil
@@ -395,7 +395,7 @@ func (s *shard) resetFailed() {
 	q.mu.Unlock()
 	for _, c := range failed {
 		if err := c.out.takeErr(); err != nil {
-			c.sendFailed(err)
+			c.terminate(err, endGap)
 		}
 	}
 }

@@ -75,7 +75,7 @@ type Conn struct {
 	linger  time.Duration // SetLinger: < 0 the transport's Linger, 0 reset on Close
 
 	closedCh      chan struct{} // closed by Close
-	failedCh      chan struct{} // closed when the conn fails or is reset (failLocked)
+	failedCh      chan struct{} // closed when the conn fails or is reset (terminate)
 	wmu           sync.Mutex    // serializes writers and the FIN after them
 	seq           uint64        // next sequence number to send (under wmu)
 	out           outFrame      // small writes queued while the engine was busy
@@ -354,7 +354,7 @@ func (c *Conn) CloseWrite() error {
 func (c *Conn) sendFin() error {
 	c.sh.flushOut() // the open frame first: its send must not fail after the FIN went
 	if err := c.out.takeErr(); err != nil {
-		c.sendFailed(err) // a queued frame was lost: RST, not FIN after a gap
+		c.terminate(err, endGap) // a queued frame was lost: RST, not FIN after a gap
 		c.mu.Lock()
 		err = c.werr
 		c.mu.Unlock()
@@ -404,7 +404,7 @@ func (c *Conn) Close() error {
 	c.wmu.Lock() // wait for a Write in progress to notice
 	defer c.wmu.Unlock()
 	if unread {
-		c.abort(stream.RstAbort, net.ErrClosed, rstIfOpen)
+		c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstIfOpen))
 		return nil
 	}
 	err := c.sendFin()
@@ -431,33 +431,4 @@ func (c *Conn) Close() error {
 	// Otherwise the conn stays in the table until the peer's FIN (or RST,
 	// or failure) arrives; data arriving meanwhile is answered with RST.
 	return err
-}
-
-// rstChoice says whether abort tells the peer.
-type rstChoice bool
-
-const (
-	rstIfOpen rstChoice = false // RST only if the conn is open (the peer knows it as established)
-	rstAlways rstChoice = true  // RST whatever the state: the peer has a conn waiting for our answer
-)
-
-// abort resets the conn: local waiters get err, the conn leaves the table,
-// and RST(code) goes to the peer as rst says (never without the peer's
-// conn id).
-func (c *Conn) abort(code stream.RstCode, err error, rst rstChoice) {
-	if c.lane != nil {
-		c.t.lanes.remove(c)
-		resetTCP(c.lane.tc)
-		return
-	}
-	c.mu.Lock()
-	send := (rst == rstAlways || c.state == stateOpen) && c.remoteID != 0 && c.peer != nil
-	c.dropLocked()
-	c.failLocked(err)
-	c.mu.Unlock()
-	if send {
-		c.t.stats.resetsSent.Add(1)
-		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRst, ConnID: c.remoteID, Aux: uint64(code)})
-	}
-	c.t.removeConn(c)
 }

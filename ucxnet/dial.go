@@ -147,7 +147,7 @@ func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, wh
 		return nil, withDetail(ErrRefused, "%v%s", err, releasePair(e))
 	}
 	if err := t.sendConnect(c, e.Name); err != nil {
-		c.fail(err)
+		c.terminate(err, endQuiet)
 		return nil, withDetail(ErrRefused, "sending CONNECT: %v", err)
 	}
 	return c.awaitAnswer(ctx, e)
@@ -180,7 +180,7 @@ func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error)
 	case <-noAnswer:
 		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, 2*c.keepAlive, releasePair(e))
 	case <-c.t.closing:
-		c.fail(ErrTransportClosed)
+		c.terminate(ErrTransportClosed, endQuiet)
 		return nil, ErrTransportClosed
 	}
 	c.abandonDial()

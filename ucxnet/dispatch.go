@@ -128,7 +128,7 @@ func (t *Transport) handleBad(s *shard, ev *engine.Event) {
 	}
 	if c := t.lookup(h.ConnID); c != nil && c.sh == s && c.from == ev.From {
 		t.protocolReset(c)
-		c.abort(stream.RstProtocol, withDetail(ErrReset, "frame %d could not be received", h.Seq), rstIfOpen)
+		c.terminate(withDetail(ErrReset, "frame %d could not be received", h.Seq), endReset(stream.RstProtocol, rstIfOpen))
 	}
 }
 
@@ -151,7 +151,7 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 		if h.ConnID != 0 && h.Kind != stream.KindConnect {
 			if c := t.lookup(h.ConnID); c != nil && c.sh == s && c.from == ev.From {
 				t.protocolReset(c)
-				c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err), rstIfOpen)
+				c.terminate(withDetail(ErrProtocol, "%v", err), endReset(stream.RstProtocol, rstIfOpen))
 			}
 		}
 		return
@@ -269,7 +269,7 @@ func (t *Transport) failPeerClose(p *peer, why string, force bool) {
 		t.logEvent(slog.LevelWarn, "ucxnet: peer failed", "peer", conns[0].raddr.Name, "conns", len(conns), "reason", why)
 	}
 	for _, c := range conns {
-		c.peerFailed(why)
+		c.terminate(withDetail(ErrReset, "peer failed: %s", why), endPolicy{dialErr: withDetail(ErrRefused, "peer unreachable: %s", why)})
 	}
 	t.closePeer(p, force)
 }

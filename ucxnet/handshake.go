@@ -171,7 +171,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 	if c.auth != nil {
 		if evicted := l.addPendingAuth(c); evicted != nil {
 			t.authFailed()
-			evicted.abort(stream.RstAbort, withDetail(ErrRefused, "dropped unproven handshake: too many waiting"), rstAlways)
+			evicted.terminate(withDetail(ErrRefused, "dropped unproven handshake: too many waiting"), endReset(stream.RstAbort, rstAlways))
 		}
 		// The conn waits for the dialer's proof; it reaches Accept only then.
 		time.AfterFunc(authTimeout, func() {
@@ -180,7 +180,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 			c.mu.Unlock()
 			if pending {
 				t.authFailed()
-				c.abort(stream.RstAbort, withDetail(ErrRefused, "no authentication within %v", authTimeout), rstAlways)
+				c.terminate(withDetail(ErrRefused, "no authentication within %v", authTimeout), endReset(stream.RstAbort, rstAlways))
 			}
 		})
 	} else if !l.enqueue(c) {
@@ -234,7 +234,7 @@ func (t *Transport) sendAccept(c *Conn, name string) {
 		reply.Nonce = c.auth.challenge()
 	}
 	if err := t.sendHello(c.peer, stream.Header{Kind: stream.KindAccept, ConnID: c.remoteID}, reply); err != nil {
-		c.fail(withDetail(ErrReset, "sending ACCEPT: %v", err))
+		c.terminate(withDetail(ErrReset, "sending ACCEPT: %v", err), endQuiet)
 		return
 	}
 	if c.auth == nil {
@@ -282,13 +282,13 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	}
 	c.from = from // the listener's frames for this conn come from there from now on
 	if h.Kind == stream.KindRefuse {
-		c.failLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)))
+		c.terminateLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)), endQuiet)
 		c.mu.Unlock()
 		c.t.removeConn(c)
 		return
 	}
 	if helloErr != nil {
-		c.failLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", helloErr))
+		c.terminateLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", helloErr), endQuiet)
 		c.mu.Unlock()
 		c.t.removeConn(c)
 		return
@@ -301,7 +301,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	c.swin.Update(uint64(hello.Window))
 	if state == stateAbandoned {
 		c.mu.Unlock()
-		c.abort(stream.RstAbort, net.ErrClosed, rstAlways)
+		c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstAlways))
 		return
 	}
 	a := c.auth
@@ -317,7 +317,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		// Counted and logged after Unlock: the Logger's handler may
 		// read the conn's stats.
 		c.t.authFailed()
-		c.abort(stream.RstAbort, authErr, rstAlways) // the dial fails with it
+		c.terminate(authErr, endReset(stream.RstAbort, rstAlways)) // the dial fails with it
 		return
 	}
 	if a.hs == nil {
@@ -334,13 +334,13 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	if err != nil {
 		c.mu.Unlock()
 		c.t.authFailed()
-		c.abort(stream.RstAbort, withDetail(ErrRefused, "listener %q: %v", a.name, err), rstAlways)
+		c.terminate(withDetail(ErrRefused, "listener %q: %v", a.name, err), endReset(stream.RstAbort, rstAlways))
 		return
 	}
 	proof := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.t.cfg.Window), MAC: mac}
 	c.mu.Unlock()
 	if err := c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID}, proof); err != nil {
-		c.fail(withDetail(ErrRefused, "sending AUTH: %v", err))
+		c.terminate(withDetail(ErrRefused, "sending AUTH: %v", err), endQuiet)
 	}
 }
 
@@ -392,7 +392,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	var hello stream.Hello
 	ok := hello.UnmarshalBinary(payload) == nil && a.hs.Verify(auth.Dialer, hello.MAC, c.remoteID, c.id)
 	if !ok {
-		c.failLocked(withDetail(ErrRefused, "dialer failed authentication"))
+		c.terminateLocked(withDetail(ErrRefused, "dialer failed authentication"), endQuiet)
 		c.mu.Unlock()
 		c.t.authFailed()
 		c.t.refuse(c.peer, c.remoteID, stream.RefuseAuth)
@@ -410,7 +410,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		if a.ln.isClosed() {
 			code = stream.RefuseNoListener
 		}
-		c.fail(withDetail(ErrRefused, "%v", code))
+		c.terminate(withDetail(ErrRefused, "%v", code), endQuiet)
 		c.t.refuse(c.peer, c.remoteID, code)
 		return
 	}
@@ -434,7 +434,7 @@ func (c *Conn) handleListenerProof(payload []byte) {
 	if c.state == stateAbandoned {
 		// The dial gave up meanwhile: reset the listener's conn.
 		c.mu.Unlock()
-		c.abort(stream.RstAbort, net.ErrClosed, rstAlways)
+		c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstAlways))
 		return
 	}
 	var hello stream.Hello
@@ -442,7 +442,7 @@ func (c *Conn) handleListenerProof(payload []byte) {
 	if !ok {
 		c.mu.Unlock()
 		c.t.authFailed()
-		c.abort(stream.RstAbort, withDetail(ErrRefused, "listener %q failed authentication: wrong pre-shared key", a.name), rstAlways)
+		c.terminate(withDetail(ErrRefused, "listener %q failed authentication: wrong pre-shared key", a.name), endReset(stream.RstAbort, rstAlways))
 		return
 	}
 	c.state = stateOpen

@@ -243,7 +243,7 @@ func (l *Listener) Close() error {
 	for {
 		select {
 		case c := <-l.queue:
-			c.abort(stream.RstAbort, net.ErrClosed, rstIfOpen)
+			c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstIfOpen))
 			continue
 		default:
 		}

@@ -12,14 +12,6 @@ import (
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
-// fail marks the conn failed without telling the peer.
-func (c *Conn) fail(err error) {
-	c.mu.Lock()
-	c.failLocked(err)
-	c.mu.Unlock()
-	c.t.removeConn(c)
-}
-
 // dropLocked releases all received data not yet read. c.mu is held.
 func (c *Conn) dropLocked() {
 	var refs []stream.Ref
@@ -58,42 +50,6 @@ func (c *Conn) keepLocked() {
 	c.sh.eng.Release(refs...)
 }
 
-func (c *Conn) failLocked(err error) {
-	c.keepLocked()
-	c.out.drop(c.t)
-	if c.state == stateAuthPending && c.auth != nil && c.auth.ln != nil {
-		c.auth.ln.removePendingAuth(c)
-	}
-	if c.state == stateDialing || c.state == stateAbandoned {
-		c.dErr = err
-		close(c.dialDone)
-	}
-	c.state = stateDone
-	if c.rerr == nil {
-		c.rerr = err
-	}
-	if c.werr == nil {
-		c.werr = err
-	}
-	if !isClosedChan(c.failedCh) {
-		close(c.failedCh)
-	}
-	broadcast(&c.rcond, c.rwait)
-	broadcast(&c.wcond, c.wwait)
-}
-
-// peerFailed handles the failure of the conn's endpoint.
-func (c *Conn) peerFailed(why string) {
-	c.mu.Lock()
-	err := withDetail(ErrReset, "peer failed: %s", why)
-	if c.state == stateDialing {
-		err = withDetail(ErrRefused, "peer unreachable: %s", why)
-	}
-	c.failLocked(err)
-	c.mu.Unlock()
-	c.t.removeConn(c)
-}
-
 // handleFrame takes DATA, FIN, WINDOW, RST and PING (engine goroutine).
 func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 	switch h.Kind {
@@ -107,7 +63,7 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 		c.mu.Unlock()
 	case stream.KindRst:
 		c.t.stats.resetsRecv.Add(1)
-		c.fail(withDetail(ErrReset, "peer sent RST (%v)", stream.RstCode(h.Aux)))
+		c.terminate(withDetail(ErrReset, "peer sent RST (%v)", stream.RstCode(h.Aux)), endQuiet)
 	case stream.KindPing:
 		// A keepalive probe: answer it (the answer's arrival is all the
 		// prober needs). Answers are not answered.
@@ -137,7 +93,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	if c.state == stateAuthPending {
 		c.mu.Unlock()
 		c.t.protocolReset(c)
-		c.abort(stream.RstProtocol, withDetail(ErrProtocol, "data before authentication"), rstAlways)
+		c.terminate(withDetail(ErrProtocol, "data before authentication"), endReset(stream.RstProtocol, rstAlways))
 		return
 	}
 	seg := stream.Segment{Kind: h.Kind, Seq: h.Seq, Data: ev.Data, Ref: ev.Ref}
@@ -178,7 +134,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	if err != nil {
 		c.mu.Unlock()
 		c.t.protocolReset(c)
-		c.abort(stream.RstProtocol, withDetail(ErrProtocol, "%v", err), rstIfOpen)
+		c.terminate(withDetail(ErrProtocol, "%v", err), endReset(stream.RstProtocol, rstIfOpen))
 		return
 	}
 	for _, s := range segs {
@@ -198,7 +154,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 // for the peer's FIN: more data is answered with RST, as TCP does.
 func (c *Conn) streamAfterClose(h stream.Header) {
 	if h.Kind == stream.KindData {
-		c.abort(stream.RstAbort, net.ErrClosed, rstIfOpen)
+		c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstIfOpen))
 		return
 	}
 	c.mu.Lock()

@@ -199,10 +199,10 @@ func (t *Transport) Close() error {
 		if closed {
 			// Closed cleanly (FIN sent), waiting for the peer's FIN:
 			// nothing to tell the peer.
-			c.fail(ErrTransportClosed)
+			c.terminate(ErrTransportClosed, endQuiet)
 			continue
 		}
-		c.abort(stream.RstShutdown, ErrTransportClosed, rstIfOpen)
+		c.terminate(ErrTransportClosed, endReset(stream.RstShutdown, rstIfOpen))
 	}
 	t.mu.Lock()
 	peers := t.allPeersLocked()

@@ -74,7 +74,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		c.swin.Consume(sent)
 		if err != nil && c.werr == nil {
 			c.mu.Unlock()
-			c.sendFailed(withDetail(ErrReset, "%v", err))
+			c.terminate(withDetail(ErrReset, "%v", err), endGap)
 			c.mu.Lock()
 		}
 	}
@@ -93,7 +93,7 @@ func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error)
 		}
 		if err := c.out.takeErr(); err != nil && c.werr == nil {
 			c.mu.Unlock()
-			c.sendFailed(err) // a queued frame was lost: the stream has a gap
+			c.terminate(err, endGap) // a queued frame was lost: the stream has a gap
 			c.mu.Lock()
 			continue
 		}
@@ -164,28 +164,6 @@ func (c *Conn) sendChunk(sp sendPath, frame int, small bool, p []byte) (sent int
 	}
 	c.framesSent(sent, frame)
 	return sent, err
-}
-
-// sendFailed resets c after a send of its data failed on this side (UCX
-// out of memory, say, or a queued frame's send): the stream now has a gap
-// that the peer would wait on for ever, so the peer gets an RST (best
-// effort: the endpoint may be what failed) and c fails as if reset, err
-// being what its Reads (after the data already received) and Writes
-// return from now on.
-func (c *Conn) sendFailed(err error) {
-	c.mu.Lock()
-	if c.state == stateDone {
-		c.mu.Unlock()
-		return // already failed or reset
-	}
-	send := c.state == stateOpen && c.remoteID != 0 && c.peer != nil
-	c.failLocked(err)
-	c.mu.Unlock()
-	if send {
-		c.t.stats.resetsSent.Add(1)
-		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRst, ConnID: c.remoteID, Aux: uint64(stream.RstAbort)})
-	}
-	c.t.removeConn(c)
 }
 
 // framesSent accounts for sent bytes that went out as frames of at most
