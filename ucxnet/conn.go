@@ -54,12 +54,10 @@ type Conn struct {
 
 	mu     sync.Mutex
 	state  connState
-	rwin   stream.RecvWindow
-	reasm  *stream.Reassembler
-	rbuf   []stream.Segment // in-order data not yet read; Data is held UCX memory (Ref) or Go memory
-	rEOF   bool             // the peer's FIN was delivered
-	rerr   error            // reset / failure, reported after buffered data
-	rwait  int              // readers waiting
+	in     session.Inbound // what arrived and is not read yet, and the receive window
+	rEOF   bool            // the peer's FIN was delivered
+	rerr   error           // reset / failure, reported after buffered data
+	rwait  int             // readers waiting
 	rcond  chan struct{}
 	swin   stream.SendWindow
 	wshut  bool // CloseWrite called: no more writes
@@ -102,8 +100,7 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 		laddr:         laddr,
 		raddr:         raddr,
 		dialDone:      make(chan struct{}),
-		rwin:          stream.NewRecvWindow(uint32(min(window, t.cfg.Window))),
-		reasm:         stream.NewReassembler(maxAhead),
+		in:            session.NewInbound(uint32(min(window, t.cfg.Window)), t.holdMin, &t.readBufs),
 		rcond:         make(chan struct{}),
 		wcond:         make(chan struct{}),
 		swin:          stream.NewSendWindow(0),
@@ -195,34 +192,14 @@ func (c *Conn) Read(b []byte) (int, error) {
 			c.mu.Unlock()
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
-		if len(c.rbuf) > 0 {
+		if c.in.Ready() {
 			if len(b) == 0 {
 				c.mu.Unlock()
 				return 0, nil
 			}
-			n := 0
 			var doneBuf [8]stream.Ref
-			done := doneBuf[:0]
-			for n < len(b) && len(c.rbuf) > 0 {
-				seg := &c.rbuf[0]
-				m := copy(b[n:], seg.Data)
-				n += m
-				if m < len(seg.Data) {
-					seg.Data = seg.Data[m:]
-					break
-				}
-				if seg.Ref.Kind != 0 {
-					done = append(done, seg.Ref)
-				} else {
-					c.t.putBuf(seg.Data)
-				}
-				c.rbuf[0] = stream.Segment{}
-				c.rbuf = c.rbuf[1:]
-			}
-			if len(c.rbuf) == 0 {
-				c.rbuf = c.rbuf[:0:0]
-			}
-			limit, send := c.rwin.Consume(n)
+			n, done := c.in.Read(b, doneBuf[:0])
+			limit, send := c.in.Consume(n)
 			open := c.state == stateOpen && !c.rEOF
 			c.mu.Unlock()
 			c.sh.eng.Release(done...)
@@ -257,7 +234,7 @@ func (c *Conn) accepted() {
 		return
 	}
 	c.mu.Lock()
-	limit, send := c.rwin.Resize(uint32(c.t.cfg.Window))
+	limit, send := c.in.Resize(uint32(c.t.cfg.Window))
 	open := c.state == stateOpen && !c.rEOF
 	c.mu.Unlock()
 	if send && open {
@@ -390,7 +367,7 @@ func (c *Conn) Close() error {
 		return c.opErr("close", net.ErrClosed)
 	}
 	c.closed = true
-	unread := len(c.rbuf) > 0 || c.reasm.Pending() > 0 || c.linger == 0
+	unread := c.in.Unread() || c.linger == 0
 	linger := c.linger
 	if linger < 0 {
 		linger = c.t.cfg.Linger

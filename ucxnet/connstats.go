@@ -92,8 +92,8 @@ func (c *Conn) Stats() ConnStats {
 	s.Local, s.Remote, s.Dialed = c.laddr.String(), c.raddr.String(), c.dialed
 	s.State = c.stateLocked()
 	s.SendWindow = uint64(max(c.swin.Available(), 0))
-	s.RecvWindow = uint64(c.rwin.Size())
-	s.Unread = uint64(c.rwin.Buffered())
+	s.RecvWindow = uint64(c.in.Size())
+	s.Unread = uint64(c.in.Buffered())
 	c.mu.Unlock()
 	c.out.mu.Lock()
 	if c.out.open {

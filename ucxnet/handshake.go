@@ -476,7 +476,7 @@ func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 	if !dialing {
 		return false
 	}
-	if len(c.early) >= maxEarly || c.earlyBytes+len(ev.Data) > int(c.rwin.Size()) {
+	if len(c.early) >= maxEarly || c.earlyBytes+len(ev.Data) > int(c.in.Size()) {
 		c.t.foreignFrame()
 		return true
 	}

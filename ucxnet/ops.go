@@ -15,23 +15,6 @@ import (
 // maxFreeBufs bounds the recycled read buffers a transport keeps.
 const maxFreeBufs = 256
 
-// getBuf returns an empty buffer of capacity holdMin for coalescing small
-// payloads.
-func (t *Transport) getBuf() []byte {
-	if b := t.readBufs.Get(); b != nil {
-		return b
-	}
-	return make([]byte, 0, t.holdMin)
-}
-
-// putBuf recycles a read buffer that Read has emptied, if it is one of
-// getBuf's (whole: never resliced from the front).
-func (t *Transport) putBuf(b []byte) {
-	if cap(b) == t.holdMin {
-		t.readBufs.Put(b)
-	}
-}
-
 // newOp registers a UCX operation (a flush or a zero-copy send) that
 // reports its end with an event carrying token.
 func (t *Transport) newOp() (token uint64, done <-chan error) {
