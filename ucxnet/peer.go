@@ -396,9 +396,9 @@ func (s *shard) sweepOnce(now time.Time, stalled bool) {
 			continue
 		}
 		switch v, c := livenessLocked(p, now, stalled); v {
-		case peerProbe:
+		case session.Probe:
 			probes = append(probes, probe{p, c})
-		case peerDead:
+		case session.Dead:
 			dead = append(dead, p)
 		}
 	}
@@ -411,65 +411,38 @@ func (s *shard) sweepOnce(now time.Time, stalled bool) {
 	t.failSilent(dead, now)
 }
 
-// peerVerdict is what a sweep does about a peer with conns.
-type peerVerdict int
-
-const (
-	peerAlive peerVerdict = iota // nothing: heard from lately, or probed lately
-	peerProbe                    // send a PING on one of its conns
-	peerDead                     // fail it: a PING went unanswered
-)
-
 // probe is a PING to send to p, on conn c.
 type probe struct {
 	p *peer
 	c *Conn
 }
 
-// livenessLocked judges p, a peer with conns, at now; for peerProbe it
-// returns the conn to carry the PING. After a stall of this process
-// (stalled), p's silence counts from half of KeepAlive ago at most. t.mu
-// is held.
-func livenessLocked(p *peer, now time.Time, stalled bool) (peerVerdict, *Conn) {
-	ka := p.ka
-	if ka <= 0 {
-		return peerAlive, nil // keepalives off for all its conns
+// livenessLocked judges p, a peer with conns, at now (session.Judge);
+// for session.Probe it returns the conn to carry the PING. After a stall
+// of this process (stalled), p's silence counts from session.StallFloor at
+// most. t.mu is held.
+func livenessLocked(p *peer, now time.Time, stalled bool) (session.Verdict, *Conn) {
+	if p.ka <= 0 {
+		return session.Alive, nil // keepalives off for all its conns
 	}
 	if stalled {
-		if floor := now.Add(-ka/2 - time.Millisecond).UnixNano(); p.lastRecv.Load() < floor {
+		if floor := session.StallFloor(now, p.ka).UnixNano(); p.lastRecv.Load() < floor {
 			p.lastRecv.Store(floor)
 		}
 	}
-	// The side that dialed probes after half of KeepAlive; the other
-	// waits longer, so that in steady state only one side sends PINGs
-	// (the answers are signs of life for the prober, the PINGs for
-	// the other side) and idle conns cost half the wake-ups.
-	probeAfter := ka * 3 / 4
-	if p.dialed > 0 {
-		probeAfter = ka / 2
-	}
-	silent := now.Sub(time.Unix(0, p.lastRecv.Load()))
-	if silent <= probeAfter {
-		return peerAlive, nil
+	v := session.Judge(session.Liveness{KeepAlive: p.ka, Dialer: p.dialed > 0,
+		LastRecv: time.Unix(0, p.lastRecv.Load()), LastPing: time.Unix(0, p.lastPing.Load())}, now)
+	if v == session.Alive {
+		return v, nil
 	}
 	c := pingConn(p)
 	if c == nil {
-		return peerAlive, nil // only dials waiting for their answer: their own timer decides
+		return session.Alive, nil // only dials waiting for their answer: their own timer decides
 	}
-	// Dead only once a probe sent after the last sign of life went
-	// unanswered for a while: a sweep that comes late (a busy engine,
-	// or a tick just short of due) must not fail a peer it never
-	// asked.
-	lastPing := p.lastPing.Load()
-	probed := lastPing > p.lastRecv.Load()
-	sincePing := now.Sub(time.Unix(0, lastPing))
-	switch {
-	case silent > ka && probed && sincePing >= ka/8:
-		return peerDead, nil
-	case !probed || sincePing >= ka/6:
-		return peerProbe, c
+	if v == session.Dead {
+		return v, nil
 	}
-	return peerAlive, nil
+	return v, c
 }
 
 // sendProbes sends the sweep's PINGs, sent at now.

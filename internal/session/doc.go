@@ -26,9 +26,11 @@
 //
 // # What is here
 //
-// One file per owned type. The bounds and pools are here: Bucket (rate
-// limits), BufPool (recycled buffers) and SegLimits (the largest frames a
-// peer takes per path).
+// One file per owned type. A stream's receive side is here: Inbound
+// (reassembly, the receive window, the data not yet read). So is the
+// keepalive's judgement of a peer (Judge), and the bounds and pools:
+// Bucket (rate limits), BufPool (recycled buffers) and SegLimits (the
+// largest frames a peer takes per path).
 package session
 
 // Lock order and ownership of the session's state, which the ucxnet
@@ -40,7 +42,7 @@ package session
 //	                shard's peer tables and admission state, and a peer's
 //	                conns, from, proc, idleSince, hadConns, ka, dialed,
 //	                madeBy and madeAt
-//	    Conn.mu       state, windows, rbuf, reasm, rEOF, rerr, wshut,
+//	    Conn.mu       state, its Inbound, swin, rEOF, rerr, wshut,
 //	                  finOut, werr, closed, finWait, dErr, linger, the
 //	                  waiter counts and condition channels
 //	      Listener.mu   pendingAuth, queue admission, closed
