@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/nettest"
 
+	"github.com/ucxnet/ucxnet/internal/engine/memengine"
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
@@ -64,6 +65,26 @@ func newPairOf(t testing.TB, cfg Config, newT func(Config) *Transport) *pair {
 	return p
 }
 
+// forEachEngine runs f as two subtests over pairs with cfg: "mem", over
+// the in-memory engine (internal/engine/memengine), which runs in every
+// build, and "ucx", over UCX, which skips (saying why) in a build without
+// it. One conn-level test, both engines. The mem pair's transports run as
+// many workers as the UCX pair's (UCXNET_WORKERS, two in these tests).
+func forEachEngine(t *testing.T, cfg Config, f func(t *testing.T, p *pair)) {
+	t.Run("mem", func(t *testing.T) {
+		n := memengine.NewNetwork()
+		mcfg := cfg
+		if mcfg.StatsDir == "" {
+			mcfg.StatsDir = StatsOff
+		}
+		f(t, newPairOf(t, mcfg, func(cfg Config) *Transport {
+			tr, _ := newMemTransport(t, n, cfg)
+			return tr
+		}))
+	})
+	t.Run("ucx", func(t *testing.T) { f(t, newPair(t, cfg)) })
+}
+
 func (p *pair) conns(t testing.TB) (client, server net.Conn) {
 	t.Helper()
 	type res struct {
@@ -82,8 +103,9 @@ func (p *pair) conns(t testing.TB) (client, server net.Conn) {
 	return client, r.c
 }
 
-func TestEcho(t *testing.T) {
-	p := newPair(t, Config{})
+func TestEcho(t *testing.T) { forEachEngine(t, Config{}, testEcho) }
+
+func testEcho(t *testing.T, p *pair) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
@@ -103,7 +125,10 @@ func TestEcho(t *testing.T) {
 }
 
 func TestCloseDeliversThenEOF(t *testing.T) {
-	p := newPair(t, Config{Window: 64 << 10})
+	forEachEngine(t, Config{Window: 64 << 10}, testCloseDeliversThenEOF)
+}
+
+func testCloseDeliversThenEOF(t *testing.T, p *pair) {
 	c, s := p.conns(t)
 	msg := make([]byte, 1<<20)
 	rand.Read(msg)
@@ -123,9 +148,10 @@ func TestCloseDeliversThenEOF(t *testing.T) {
 }
 
 func TestRefused(t *testing.T) {
-	p := newPair(t, Config{})
-	_, err := p.dialer.Dial(Network, "nobody-listens-here")
-	requirePromptRefusal(t, err)
+	forEachEngine(t, Config{}, func(t *testing.T, p *pair) {
+		_, err := p.dialer.Dial(Network, "nobody-listens-here")
+		requirePromptRefusal(t, err)
+	})
 }
 
 // requirePromptRefusal checks that a dial was refused for a cause found at
@@ -143,8 +169,9 @@ func requirePromptRefusal(t *testing.T, err error) {
 	require.NotContains(t, err.Error(), "no answer", "the dial waited for an answer that never came")
 }
 
-func TestDeadline(t *testing.T) {
-	p := newPair(t, Config{})
+func TestDeadline(t *testing.T) { forEachEngine(t, Config{}, testDeadline) }
+
+func testDeadline(t *testing.T, p *pair) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
@@ -154,8 +181,9 @@ func TestDeadline(t *testing.T) {
 	require.True(t, err.(net.Error).Timeout())
 }
 
+// TestNetTest runs x/net/nettest's conformance suite over both engines.
 func TestNetTest(t *testing.T) {
-	runNetTest(t, newPair(t, Config{Window: 256 << 10}))
+	forEachEngine(t, Config{Window: 256 << 10}, runNetTest)
 }
 
 // runNetTest runs x/net/nettest's conformance suite over conns of p.

@@ -3,7 +3,8 @@ package ucxnet
 // Conn behaviour over the in-memory engine (internal/engine/memengine): no
 // UCX, so these tests (TestMem*) also run in a build without cgo, and they
 // can make the network drop, duplicate, reorder and inject frames on
-// demand.
+// demand. The conn-level tests that need none of that run over both
+// engines instead (forEachEngine).
 
 import (
 	"bytes"
@@ -70,10 +71,6 @@ func newMemPair(t testing.TB, cfg Config) *memPair {
 	})
 	mp.srvEng, mp.cEng = engs[0], engs[1]
 	return mp
-}
-
-func TestMemNetTest(t *testing.T) {
-	runNetTest(t, newMemPair(t, Config{Window: 256 << 10}).pair)
 }
 
 func TestMemPSK(t *testing.T) {
