@@ -110,18 +110,19 @@ func TestAddrBracketsColon(t *testing.T) {
 
 // Dial accepts a conn's RemoteAddr string (the id is ignored, as a port).
 func TestDialConnAddr(t *testing.T) {
-	p := newPair(t, Config{})
-	c, s := p.conns(t)
-	defer c.Close()
-	defer s.Close()
-	go func() {
-		if s2, err := p.ln.Accept(); err == nil {
-			s2.Close()
-		}
-	}()
-	c2, err := p.dialer.Dial(Network, c.RemoteAddr().String())
-	require.NoError(t, err)
-	c2.Close()
+	forEachEngine(t, Config{}, func(t *testing.T, p *pair) {
+		c, s := p.conns(t)
+		defer c.Close()
+		defer s.Close()
+		go func() {
+			if s2, err := p.ln.Accept(); err == nil {
+				s2.Close()
+			}
+		}()
+		c2, err := p.dialer.Dial(Network, c.RemoteAddr().String())
+		require.NoError(t, err)
+		c2.Close()
+	})
 }
 
 // Conns lists every conn of a transport, on both lanes, and drops them
@@ -238,20 +239,21 @@ func (h *snapshotHandler) WithGroup(string) slog.Handler      { return h }
 // conn's lock, and a handler reading Conns deadlocked the engine.
 func TestLoggerHandlerMayReadStats(t *testing.T) {
 	h := &snapshotHandler{}
-	p := newPair(t, Config{Logger: slog.New(h)})
-	open := pskListener(t, p, nil)
-	d := Dialer{Transport: p.client, PSK: bytes.Repeat([]byte("k"), MinPSKLen), Timeout: 5 * time.Second}
-	done := make(chan error, 1)
-	go func() {
-		_, err := d.Dial(Network, open.Addr().String())
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, syscall.ECONNREFUSED)
-		require.Contains(t, err.Error(), "did not authenticate")
-	case <-time.After(60 * time.Second): // a hang guard
-		t.Fatal("the dial hung: the engine is stuck in the log handler")
-	}
-	require.NotZero(t, h.records.Load(), "the failure was not logged")
+	forEachEngine(t, Config{Logger: slog.New(h)}, func(t *testing.T, p *pair) {
+		open := pskListener(t, p, nil)
+		d := Dialer{Transport: p.client, PSK: bytes.Repeat([]byte("k"), MinPSKLen), Timeout: 5 * time.Second}
+		done := make(chan error, 1)
+		go func() {
+			_, err := d.Dial(Network, open.Addr().String())
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, syscall.ECONNREFUSED)
+			require.Contains(t, err.Error(), "did not authenticate")
+		case <-time.After(60 * time.Second): // a hang guard
+			t.Fatal("the dial hung: the engine is stuck in the log handler")
+		}
+		require.NotZero(t, h.records.Load(), "the failure was not logged")
+	})
 }
