@@ -56,13 +56,13 @@ func TestMemCloseBothEndsRace(t *testing.T) {
 		require.Eventually(t, func() bool {
 			sc.mu.Lock()
 			defer sc.mu.Unlock()
-			return sc.closed
+			return sc.state.closed
 		}, 10*time.Second, time.Millisecond, "Close did not start")
 		require.NoError(t, c.Close()) // its FIN reaches sc while sc's Close is parked
 		require.Eventually(t, func() bool {
 			sc.mu.Lock()
 			defer sc.mu.Unlock()
-			return sc.rEOF || sc.state == stateDone
+			return sc.state.finIn || sc.state.phase == stateDone
 		}, 10*time.Second, time.Millisecond, "the client's FIN did not arrive")
 		sc.wmu.Unlock()
 		require.NoError(t, <-closed)

@@ -53,24 +53,17 @@ type Conn struct {
 	earlyBytes int
 
 	mu     sync.Mutex
-	state  connState
+	state  connState       // its phase and which halves are shut
 	in     session.Inbound // what arrived and is not read yet, and the receive window
-	rEOF   bool            // the peer's FIN was delivered
 	rerr   error           // reset / failure, reported after buffered data
 	rwait  int             // readers waiting
 	rcond  chan struct{}
 	swin   stream.SendWindow
-	wshut  bool // CloseWrite called: no more writes
-	finOut bool // FIN sent
 	werr   error
 	wwait  int
 	wcond  chan struct{}
-	closed bool // Close called
-	// finWait: Close sent its FIN (or found the conn finished) and left the
-	// conn in the table for the peer's FIN; the receive side removes it.
-	finWait bool
-	dErr    error
-	linger  time.Duration // SetLinger: < 0 the transport's Linger, 0 reset on Close
+	dErr   error
+	linger time.Duration // SetLinger: < 0 the transport's Linger, 0 reset on Close
 
 	closedCh      chan struct{} // closed by Close
 	failedCh      chan struct{} // closed when the conn fails or is reset (terminate)
@@ -183,7 +176,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 	c.mu.Lock()
 	for {
-		if c.closed {
+		if c.state.closed {
 			c.mu.Unlock()
 			return 0, c.opErr("read", net.ErrClosed)
 		}
@@ -200,7 +193,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			var doneBuf [8]stream.Ref
 			n, done := c.in.Read(b, doneBuf[:0])
 			limit, send := c.in.Consume(n)
-			open := c.state == stateOpen && !c.rEOF
+			open := c.state.windowOpen()
 			c.mu.Unlock()
 			c.sh.eng.Release(done...)
 			if send && open {
@@ -208,7 +201,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			}
 			return n, nil
 		}
-		if c.rEOF {
+		if c.state.finIn {
 			// Everything the peer sent was read: a failure after its FIN
 			// (say, its process exiting) changes nothing for reads.
 			c.mu.Unlock()
@@ -235,7 +228,7 @@ func (c *Conn) accepted() {
 	}
 	c.mu.Lock()
 	limit, send := c.in.Resize(uint32(c.t.cfg.Window))
-	open := c.state == stateOpen && !c.rEOF
+	open := c.state.windowOpen()
 	c.mu.Unlock()
 	if send && open {
 		c.sendWindow(limit)
@@ -293,7 +286,7 @@ func (c *Conn) SetLinger(sec int) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.state.closed {
 		return c.opErr("set", net.ErrClosed)
 	}
 	switch {
@@ -314,11 +307,11 @@ func (c *Conn) CloseWrite() error {
 		return c.lane.closeWrite(c)
 	}
 	c.mu.Lock()
-	if c.closed {
+	if c.state.closed {
 		c.mu.Unlock()
 		return c.opErr("close", net.ErrClosed)
 	}
-	c.wshut = true
+	c.state.wshut = true
 	broadcast(&c.wcond, c.wwait)
 	c.mu.Unlock()
 	c.wmu.Lock()
@@ -338,11 +331,11 @@ func (c *Conn) sendFin() error {
 		return c.opErr("close", err)
 	}
 	c.mu.Lock()
-	if c.finOut || c.werr != nil || c.state != stateOpen {
+	if c.state.finOut || c.werr != nil || c.state.phase != stateOpen {
 		c.mu.Unlock()
 		return nil
 	}
-	c.finOut = true
+	c.state.finOut = true
 	c.mu.Unlock()
 	err := c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindFin, ConnID: c.remoteID, Seq: c.seq})
 	c.seq++
@@ -362,11 +355,11 @@ func (c *Conn) Close() error {
 		return c.lane.close(c)
 	}
 	c.mu.Lock()
-	if c.closed {
+	if c.state.closed {
 		c.mu.Unlock()
 		return c.opErr("close", net.ErrClosed)
 	}
-	c.closed = true
+	c.state.closed = true
 	unread := c.in.Unread() || c.linger == 0
 	linger := c.linger
 	if linger < 0 {
@@ -393,13 +386,13 @@ func (c *Conn) Close() error {
 	}
 	c.mu.Lock()
 	// The peer's FIN may have come at any point since closed was set: the
-	// receive side only notes it (rEOF) until finWait says our FIN went, so
+	// receive side only notes it (finIn) until finWait says our FIN went, so
 	// that both ends closing at once still exchange both FINs.
-	finished := c.rEOF || c.state != stateOpen
+	finished := c.state.finished()
 	if finished {
-		c.state = stateDone
+		c.state.phase = stateDone
 	} else {
-		c.finWait = true
+		c.state.finWait = true
 	}
 	c.mu.Unlock()
 	if finished {

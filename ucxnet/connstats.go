@@ -90,7 +90,7 @@ func (c *Conn) Stats() ConnStats {
 	}
 	c.mu.Lock()
 	s.Local, s.Remote, s.Dialed = c.laddr.String(), c.raddr.String(), c.dialed
-	s.State = c.stateLocked()
+	s.State = c.state.name(c.rerr != nil)
 	s.SendWindow = uint64(max(c.swin.Available(), 0))
 	s.RecvWindow = uint64(c.in.Size())
 	s.Unread = uint64(c.in.Buffered())
@@ -101,33 +101,6 @@ func (c *Conn) Stats() ConnStats {
 	}
 	c.out.mu.Unlock()
 	return s
-}
-
-// stateLocked names the conn's state for Stats. c.mu is held.
-func (c *Conn) stateLocked() string {
-	switch c.state {
-	case stateDialing, stateAbandoned:
-		return ConnDialing
-	case stateAuthPending:
-		return ConnAuthPending
-	case stateDone:
-		if c.rerr != nil && !c.closed {
-			return ConnFailed
-		}
-		return ConnClosed
-	}
-	wclosed := c.finOut || c.wshut
-	switch {
-	case c.closed && c.finWait:
-		return ConnClosing
-	case c.closed, wclosed && c.rEOF:
-		return ConnClosed
-	case wclosed:
-		return ConnWriteClosed
-	case c.rEOF:
-		return ConnReadClosed
-	}
-	return ConnOpen
 }
 
 // laneState names a kernel-TCP lane conn's state for Stats.

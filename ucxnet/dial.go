@@ -200,13 +200,13 @@ func (c *Conn) abandonDial() {
 			c.Close()
 		}
 	default:
-		c.state = stateAbandoned
+		c.state.phase = stateAbandoned
 		c.mu.Unlock()
 		time.AfterFunc(abandonedTTL, func() {
 			c.mu.Lock()
-			stale := c.state == stateAbandoned
+			stale := c.state.phase == stateAbandoned
 			if stale {
-				c.state = stateDone
+				c.state.phase = stateDone
 			}
 			c.mu.Unlock()
 			if stale {

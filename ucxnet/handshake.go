@@ -38,34 +38,6 @@ import (
 // and counted (Stats.ForeignFrames), so a third process that learns a conn
 // id cannot inject data or resets into it.
 
-// connState is where a conn is in its life.
-type connState uint8
-
-// Conn states.
-const (
-	stateDialing     connState = iota // CONNECT sent, waiting for ACCEPT/REFUSE (and, with a key, the listener's proof)
-	stateAbandoned                    // the dialer gave up; reset whatever answer comes
-	stateOpen                         // established
-	stateDone                         // reset, failed, or closed and finished
-	stateAuthPending                  // accepted, waiting for the dialer's pre-shared-key proof
-)
-
-var stateNames = [...]string{
-	stateDialing:     "dialing",
-	stateAbandoned:   "abandoned",
-	stateOpen:        "open",
-	stateDone:        "done",
-	stateAuthPending: "auth-pending",
-}
-
-// String returns the state's name.
-func (s connState) String() string {
-	if int(s) < len(stateNames) {
-		return stateNames[s]
-	}
-	return fmt.Sprintf("connState(%d)", uint8(s))
-}
-
 // preAcceptWindow is the receive window an accepted conn advertises until
 // Accept takes it; Accept then grows it to Config.Window. A backlog of
 // unaccepted conns thus holds at most Backlog × preAcceptWindow of a
@@ -176,7 +148,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		// The conn waits for the dialer's proof; it reaches Accept only then.
 		time.AfterFunc(authTimeout, func() {
 			c.mu.Lock()
-			pending := c.state == stateAuthPending
+			pending := c.state.phase == stateAuthPending
 			c.mu.Unlock()
 			if pending {
 				t.authFailed()
@@ -209,9 +181,9 @@ func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, s, at *shard, 
 	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
 	c.peerSegs = session.PeerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))
-	c.state = stateOpen
+	c.state.phase = stateOpen
 	if l.psk != nil {
-		c.state = stateAuthPending
+		c.state.phase = stateAuthPending
 		c.auth = newListenAuth(l.psk, hello.Name, hello.Nonce, l)
 	}
 	return c
@@ -274,7 +246,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		hello, helloErr = c.acceptHello(payload, from)
 	}
 	c.mu.Lock()
-	state := c.state
+	state := c.state.phase
 	if state != stateDialing && state != stateAbandoned || h.Kind == stream.KindAccept && c.auth != nil && c.auth.proving {
 		c.mu.Unlock()
 		c.t.badFrame()
@@ -321,7 +293,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		return
 	}
 	if a.hs == nil {
-		c.state = stateOpen
+		c.state.phase = stateOpen
 		close(c.dialDone)
 		c.mu.Unlock()
 		return
@@ -361,7 +333,7 @@ func (c *Conn) acceptHello(payload []byte, from uintptr) (stream.Hello, error) {
 		return hello, nil
 	}
 	c.mu.Lock()
-	dialing := c.state == stateDialing || c.state == stateAbandoned
+	dialing := c.state.phase == stateDialing || c.state.phase == stateAbandoned
 	c.mu.Unlock()
 	if !dialing {
 		return hello, nil
@@ -384,7 +356,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	}
 	c.mu.Lock()
 	a := c.auth
-	if c.state != stateAuthPending || a == nil { // at the listener: the proof
+	if c.state.phase != stateAuthPending || a == nil { // at the listener: the proof
 		c.mu.Unlock()
 		c.t.badFrame()
 		return
@@ -399,7 +371,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		c.t.removeConn(c)
 		return
 	}
-	c.state = stateOpen
+	c.state.phase = stateOpen
 	c.mu.Unlock()
 	c.t.mu.Lock()
 	c.t.noteFromLocked(c.peer, c)
@@ -426,12 +398,12 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 func (c *Conn) handleListenerProof(payload []byte) {
 	c.mu.Lock()
 	a := c.auth
-	if a == nil || !a.proving || c.state != stateDialing && c.state != stateAbandoned {
+	if a == nil || !a.proving || c.state.phase != stateDialing && c.state.phase != stateAbandoned {
 		c.mu.Unlock()
 		c.t.badFrame()
 		return
 	}
-	if c.state == stateAbandoned {
+	if c.state.phase == stateAbandoned {
 		// The dial gave up meanwhile: reset the listener's conn.
 		c.mu.Unlock()
 		c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstAlways))
@@ -445,7 +417,7 @@ func (c *Conn) handleListenerProof(payload []byte) {
 		c.terminate(withDetail(ErrRefused, "listener %q failed authentication: wrong pre-shared key", a.name), endReset(stream.RstAbort, rstAlways))
 		return
 	}
-	c.state = stateOpen
+	c.state.phase = stateOpen
 	close(c.dialDone)
 	c.mu.Unlock()
 }
@@ -471,7 +443,7 @@ func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 		return false
 	}
 	c.mu.Lock()
-	dialing := c.state == stateDialing
+	dialing := c.state.phase == stateDialing
 	c.mu.Unlock()
 	if !dialing {
 		return false

@@ -299,7 +299,7 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool, at *shard, from uint
 	}
 	c.peer = p
 	c.dialed = dial
-	if c.state == stateOpen {
+	if c.state.phase == stateOpen {
 		// An accepted conn that needs no authentication (a dial's From
 		// is learnt from its ACCEPT, an authenticated conn's once its
 		// proof checks out): a dialer that has not proved who it is must

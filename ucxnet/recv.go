@@ -50,16 +50,16 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 // holds UCX's receive descriptor until Read has copied it out.
 func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	c.mu.Lock()
-	if c.state == stateDone || c.state == stateAbandoned {
+	if c.state.phase == stateDone || c.state.phase == stateAbandoned {
 		c.mu.Unlock()
 		return
 	}
-	if c.closed {
+	if c.state.closed {
 		c.mu.Unlock()
 		c.streamAfterClose(h)
 		return
 	}
-	if c.state == stateAuthPending {
+	if c.state.phase == stateAuthPending {
 		c.mu.Unlock()
 		c.t.protocolReset(c)
 		c.terminate(withDetail(ErrProtocol, "data before authentication"), endReset(stream.RstProtocol, rstAlways))
@@ -82,7 +82,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 		c.cnt.bytesIn.Add(uint64(len(ev.Data)))
 	}
 	if fin {
-		c.rEOF = true
+		c.state.finIn = true
 	}
 	if readable {
 		broadcast(&c.rcond, c.rwait)
@@ -99,14 +99,14 @@ func (c *Conn) streamAfterClose(h stream.Header) {
 	}
 	c.mu.Lock()
 	done := false
-	if c.state == stateOpen && h.Seq == c.in.Next() {
+	if c.state.phase == stateOpen && h.Seq == c.in.Next() {
 		// The peer's final FIN. If Close has not sent ours yet (both
 		// ends closing at once), Close finishes the conn after sending
 		// it; removing the conn here would leave the peer waiting for
 		// a FIN that never comes.
-		c.rEOF = true
-		if done = c.finWait; done {
-			c.state = stateDone
+		c.state.finIn = true
+		if done = c.state.finWait; done {
+			c.state.phase = stateDone
 		}
 	}
 	c.mu.Unlock()

@@ -209,7 +209,7 @@ func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p == c.peer || c.state != stateDialing && c.state != stateAbandoned || t.conns[c.id] != c {
+	if p == c.peer || c.state.phase != stateDialing && c.state.phase != stateAbandoned || t.conns[c.id] != c {
 		return nil
 	}
 	t.leavePeerLocked(c)
@@ -228,7 +228,7 @@ func (t *Transport) learnFrom(c *Conn, from uintptr) {
 	c.mu.Lock()
 	c.from = from
 	c.learnFrom = false
-	open := c.state == stateOpen
+	open := c.state.phase == stateOpen
 	c.mu.Unlock()
 	if open && c.peer != nil {
 		t.noteFromLocked(c.peer, c)

@@ -73,23 +73,23 @@ func (c *Conn) terminateLocked(err error, pol endPolicy) (rst bool) {
 	if pol.discard {
 		c.dropLocked()
 	}
-	if c.state == stateDone {
+	if c.state.phase == stateDone {
 		return false
 	}
-	rst = (pol.rst == rstAlways || pol.rst == rstIfOpen && c.state == stateOpen) && c.remoteID != 0 && c.peer != nil
-	if pol.dialErr != nil && c.state == stateDialing {
+	rst = (pol.rst == rstAlways || pol.rst == rstIfOpen && c.state.phase == stateOpen) && c.remoteID != 0 && c.peer != nil
+	if pol.dialErr != nil && c.state.phase == stateDialing {
 		err = pol.dialErr
 	}
 	c.keepLocked()
 	c.out.drop(c.t)
-	if c.state == stateAuthPending && c.auth != nil && c.auth.ln != nil {
+	if c.state.phase == stateAuthPending && c.auth != nil && c.auth.ln != nil {
 		c.auth.ln.removePendingAuth(c)
 	}
-	if c.state == stateDialing || c.state == stateAbandoned {
+	if c.state.phase == stateDialing || c.state.phase == stateAbandoned {
 		c.dErr = err
 		close(c.dialDone)
 	}
-	c.state = stateDone
+	c.state.phase = stateDone
 	if c.rerr == nil {
 		c.rerr = err
 	}

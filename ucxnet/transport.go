@@ -194,7 +194,7 @@ func (t *Transport) Close() error {
 	t.mu.Unlock()
 	for _, c := range conns {
 		c.mu.Lock()
-		closed := c.closed
+		closed := c.state.closed
 		c.mu.Unlock()
 		if closed {
 			// Closed cleanly (FIN sent), waiting for the peer's FIN:

@@ -88,7 +88,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 // returns, with c.mu held.
 func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error) {
 	for {
-		if c.closed {
+		if c.state.closed {
 			return 0, nil, c.opErr("write", net.ErrClosed)
 		}
 		if err := c.out.takeErr(); err != nil && c.werr == nil {
@@ -100,7 +100,7 @@ func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error)
 		if c.werr != nil {
 			return 0, nil, c.opErr("write", c.werr)
 		}
-		if c.wshut {
+		if c.state.wshut {
 			return 0, nil, c.opErr("write", ErrWriteAfterShutdown)
 		}
 		dl := c.writeDeadline.wait()

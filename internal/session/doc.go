@@ -42,9 +42,9 @@ package session
 //	                shard's peer tables and admission state, and a peer's
 //	                conns, from, proc, idleSince, hadConns, ka, dialed,
 //	                madeBy and madeAt
-//	    Conn.mu       state, its Inbound, swin, rEOF, rerr, wshut,
-//	                  finOut, werr, closed, finWait, dErr, linger, the
-//	                  waiter counts and condition channels
+//	    Conn.mu       state (the phase and which halves are shut), its
+//	                  Inbound, swin, rerr, werr, dErr, linger, the waiter
+//	                  counts and condition channels
 //	      Listener.mu   pendingAuth, queue admission, closed
 //	      outFrame.mu   the conn's open frame
 //	  peer.epMu     RW: the endpoint in use (shared) or closing; gone
