@@ -200,7 +200,7 @@ func (e *Engine) Stats(ep engine.EP) engine.Stats {
 		if !e.closed {
 			st.Transports = e.learnTransports(u)
 		}
-		e.mu.Unlock()
+		e.unlock()
 	}
 	return st
 }
@@ -219,7 +219,7 @@ func (e *Engine) learnTransports(u cucx.EP) []string {
 // resume is called: a peer whose process is stopped, for tests.
 func (e *Engine) Pause() (resume func()) {
 	e.mu.Lock()
-	return e.mu.Unlock
+	return e.unlock
 }
 
 // Close stops the engine goroutine, gives UCX up to linger to finish what

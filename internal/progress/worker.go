@@ -143,6 +143,17 @@ func (k *worker) GiveBack() {
 	}
 }
 
+// unlock lets the worker go for a holder that took e.mu without a Worker
+// (Stats learning transports, Pause's resume): a writer whose
+// Acquire(false) failed meanwhile is owed a Writable event, and a sleeping
+// engine is woken for it, as GiveBack does.
+func (e *Engine) unlock() {
+	e.mu.Unlock()
+	if e.wanted.Load() {
+		e.kick()
+	}
+}
+
 // sent records a submission that UCX took. Between requests spaced in
 // time (the engine's last wake came after a quiet spell: quiet) it wakes a
 // sleeping engine only when UCX holds operations that only progress
