@@ -233,20 +233,21 @@ func (s *shard) acquire() engine.Worker {
 }
 
 // giveBack sends the queued frames whose peer has caught up and gives the
-// worker back; then, while frames queued meanwhile by writers that found
-// the worker held wait and the worker is free, it sends those too.
+// worker back; then, if writers that found the worker held queued frames
+// meanwhile and the worker is free, it sends those too, once. Frames
+// queued after that are seen to by their writer (queueOut takes a free
+// worker), by whoever holds the worker next, or by the Writable event that
+// a writer finding it held is owed: a writer or the engine goroutine does
+// not keep sending other conns' frames for as long as new ones come.
 func (s *shard) giveBack(w engine.Worker) {
 	s.sendQueued(w, false)
 	w.GiveBack()
-	for s.out.fresh.Load() {
-		if w = s.eng.Acquire(false); w == nil {
-			return // its holder sees to them, or the Writable event that follows
-		}
-		sent := s.sendQueued(w, false)
+	if !s.out.fresh.Load() {
+		return
+	}
+	if w = s.eng.Acquire(false); w != nil { // nil: its holder sees to them, or the Writable event that follows
+		s.sendQueued(w, false)
 		w.GiveBack()
-		if !sent {
-			return // all wait for backed-up peers
-		}
 	}
 }
 
@@ -261,11 +262,11 @@ func (s *shard) flushOut() { s.giveBack(s.acquire()) }
 // failing while w is held, has a Writable event follow, so that the
 // engine looks at them again on its next pass. Frames are queued per peer,
 // so keeping a backed-up peer's costs one check, whatever its number of
-// conns. It reports whether it sent a frame.
-func (s *shard) sendQueued(w engine.Worker, all bool) (sent bool) {
+// conns.
+func (s *shard) sendQueued(w engine.Worker, all bool) {
 	q := &s.out
 	if !q.queued.Load() {
-		return false
+		return
 	}
 	q.fresh.Store(false) // before taking the queue: frames queued from now on set it again
 	q.queued.Store(false)
@@ -289,13 +290,11 @@ func (s *shard) sendQueued(w engine.Worker, all bool) (sent bool) {
 			continue
 		}
 		s.sendPeerOut(w, p, closing)
-		sent = true
 	}
 	s.keepOut(peers, k)
 	if k > 0 {
 		s.eng.Acquire(false) // nil (w is held): a Writable event follows
 	}
-	return sent
 }
 
 // keepOut puts the k peers kept at the head of peers back on the queue,

@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -260,6 +262,75 @@ func TestMemQueuedWhileWorkerHeld(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(want, got), "the stream differs")
 	require.NoError(t, <-wrote)
+}
+
+// Many writers of small writes on conns of one worker contend for it:
+// each queues its frames for whoever holds the worker, and the holder
+// helps with others' frames for one extra round only. Every frame still
+// goes out (its writer, the next holder or the engine's Writable event
+// sends it), in order on each conn.
+func TestMemContendedQueueDrains(t *testing.T) {
+	p := newMemPair(t, Config{})
+	const conns, writes = 8, 500
+	before := p.client.Stats().QueuedWrites
+	// A third party takes the worker now and then, so that writers find
+	// it held and queue.
+	stop := make(chan struct{})
+	holder := make(chan struct{})
+	go func() {
+		defer close(holder)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			w := p.cEng.Acquire(true)
+			runtime.Gosched()
+			w.GiveBack()
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*conns)
+	for i := range conns {
+		c, s := p.conns(t)
+		defer c.Close()
+		defer s.Close()
+		msg := func(j int) []byte { return []byte{byte(i), byte(j), byte(j >> 8), 0xa5, 0x5a, byte(i + j)} }
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for j := range writes {
+				if _, err := c.Write(msg(j)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			s.SetReadDeadline(time.Now().Add(30 * time.Second))
+			got := make([]byte, 6)
+			for j := range writes {
+				if _, err := io.ReadFull(s, got); err != nil {
+					errs <- fmt.Errorf("conn %d, message %d of %d: %w", i, j, writes, err)
+					return
+				}
+				if !bytes.Equal(got, msg(j)) {
+					errs <- fmt.Errorf("conn %d, message %d: got % x", i, j, got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-holder
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	require.NotZero(t, p.client.Stats().QueuedWrites-before, "no write was queued: the test did not contend")
 }
 
 // A peer that stops draining (SIGSTOP) leaves UCX holding sends to it that
