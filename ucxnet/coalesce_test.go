@@ -333,6 +333,44 @@ func TestMemContendedQueueDrains(t *testing.T) {
 	require.NotZero(t, p.client.Stats().QueuedWrites-before, "no write was queued: the test did not contend")
 }
 
+// A frame opened while the path to the peer is not known yet (UCX still
+// wiring the endpoint up) never outgrows the peer's segments once the path
+// turns out to be shared memory with small ones: UCX 1.13 aborts a peer
+// sent a message larger than its receive segment.
+func TestMemQueuedFrameFitsPeerSegments(t *testing.T) {
+	p := newMemPair(t, Config{UCX: map[string]string{"MM_SEG_SIZE": "2304"}})
+	require.Equal(t, 2048, p.server.shmFrame)
+	p.cEng.SetTransports() // not known yet
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	limit := c.(*Conn).peerSegs.Shm
+	require.Equal(t, 2048, limit, "the peer's announced shared-memory frame")
+	var largest atomic.Int64
+	p.net.SetHook(func(f *memengine.Frame) memengine.Action {
+		if h, err := stream.DecodeHeader(f.Header); err == nil && h.Kind == stream.KindData && int64(len(f.Data)) > largest.Load() {
+			largest.Store(int64(len(f.Data)))
+		}
+		return memengine.Deliver
+	})
+
+	p.cEng.SetBusy(true) // small writes queue into the open frame
+	want := make([]byte, 40*500)
+	rand.Read(want)
+	for i := 0; i < len(want); i += 500 {
+		_, err := c.Write(want[i : i+500])
+		require.NoError(t, err)
+	}
+	p.cEng.SetTransports("posix/memory") // the path is learnt: shared memory
+	p.cEng.SetBusy(false)
+	got := make([]byte, len(want))
+	s.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, err := io.ReadFull(s, got)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got), "the stream differs")
+	require.LessOrEqual(t, largest.Load(), int64(limit), "a DATA frame larger than the peer's shared-memory segment")
+}
+
 // A peer that stops draining (SIGSTOP) leaves UCX holding sends to it that
 // it cannot start. That backlog is the stopped peer's alone: small writes
 // to a live peer are not held back by it (an earlier version looked at the

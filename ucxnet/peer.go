@@ -90,11 +90,26 @@ type sendPath struct {
 	kind     session.PathKind
 	frame    int  // payload bytes per frame
 	zeroCopy bool // large writes may be sent straight from the writer's memory
+	// known: UCX has said which transports carry the endpoint. Until
+	// then the path may turn out to be shared memory or tcp, and frames
+	// fit the smaller segments of the two.
+	known bool
+}
+
+// peerLimit returns the largest frame the peer whose segments are l takes
+// over sp: over a path not known yet, the smaller of its shared-memory and
+// tcp limits (see sendPath.known).
+func (sp sendPath) peerLimit(l session.SegLimits) int {
+	if !sp.known {
+		return min(l.Shm, l.TCP)
+	}
+	return l.Limit(sp.kind)
 }
 
 // path returns how to send on this peer's endpoint, from the UCX
 // transports that carry it: frames that fit one receive segment of the
-// transport (or of Config.FrameSize), and whether UCX may read large
+// transport (or of Config.FrameSize; while UCX has not said which
+// transports, the smaller of the shared-memory and tcp segments), and whether UCX may read large
 // writes straight from the writer's pinned memory. Only over shared
 // memory:
 //   - over RDMA it would not be safe: UCX cannot see the Go runtime hand
@@ -114,10 +129,11 @@ func (p *peer) path(t *Transport) sendPath {
 		tl = p.sh.eng.Stats(ep).Transports
 		return nil
 	})
-	sp := sendPath{frame: networkFrame}
+	sp := sendPath{frame: networkFrame, known: len(tl) > 0}
 	switch {
 	case len(tl) == 0:
 		// not known yet (endpoint still wiring up): ask again next time
+		sp.frame = min(t.shmFrame, t.tcpFrame, networkFrame)
 	case onlyTransports(tl, "posix", "sysv", "cma", "self"):
 		sp = sendPath{kind: session.PathSharedMemory, frame: t.shmFrame, zeroCopy: true}
 	case onlyTransports(tl, "tcp", "self"):

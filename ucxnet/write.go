@@ -51,7 +51,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 			return n, err
 		}
 		sp := c.peer.path(c.t)
-		frame := min(c.frame, sp.frame, c.peerSegs.Limit(sp.kind))
+		frame := min(c.frame, sp.frame, sp.peerLimit(c.peerSegs))
 		small := chunk <= min(frame, coalesceMax)/2
 		if c.backedUp(sp, small) {
 			if err := c.drainPeer(dl); err != nil {

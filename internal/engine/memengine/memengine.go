@@ -114,6 +114,9 @@ type Engine struct {
 	wk     worker
 	busy   atomic.Bool // SetBusy: Acquire(false) fails, as if the engine were held and backed up
 	wanted atomic.Bool // an Acquire(false) failed: a Writable event is owed
+	// transports is what Stats reports as every endpoint's transports
+	// (SetTransports; nil: "mem").
+	transports atomic.Pointer[[]string]
 }
 
 // ep is an endpoint from one engine to another.
@@ -325,7 +328,7 @@ func (k *worker) Send(x engine.EP, f engine.Frames) (int, bool, error) {
 func (e *Engine) Release(...stream.Ref) {}
 
 // Stats returns the engine's counters, or an endpoint's backlog and
-// transport ("mem"). The backlog is 0 (sends are delivered when made), or
+// transport ("mem", unless SetTransports says otherwise). The backlog is 0 (sends are delivered when made), or
 // 1 while busy (SetBusy).
 func (e *Engine) Stats(x engine.EP) engine.Stats {
 	var st engine.Stats
@@ -334,10 +337,22 @@ func (e *Engine) Stats(x engine.EP) engine.Stats {
 	}
 	if x.Valid() {
 		st.Transports = []string{"mem"}
+		if tl := e.transports.Load(); tl != nil {
+			st.Transports = slices.Clone(*tl)
+		}
 		return st
 	}
 	st.Batches = e.batches.Load()
 	return st
+}
+
+// SetTransports sets what Stats reports as the transports of every
+// endpoint of e, as UCX names them ("posix/memory", "tcp/lo"), so that the
+// conn logic takes its path for one; none reports them not known yet, as
+// for an endpoint UCX is still wiring up.
+func (e *Engine) SetTransports(tl ...string) {
+	tl = slices.Clone(tl)
+	e.transports.Store(&tl)
 }
 
 // Inject delivers a frame to e as if from an endpoint identified by from
