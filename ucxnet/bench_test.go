@@ -78,6 +78,32 @@ func BenchmarkStream(b *testing.B) {
 	}
 }
 
+// BenchmarkSmallWrite streams 64-byte writes: the per-write cost of the
+// write path (window, backlog checks, coalescing) more than of the bytes.
+func BenchmarkSmallWrite(b *testing.B) {
+	benchPairs(b, func(b *testing.B, c, s net.Conn) {
+		buf := make([]byte, 64)
+		done := make(chan int64)
+		go func() {
+			n, _ := io.CopyBuffer(io.Discard, s, make([]byte, 256<<10))
+			done <- n
+		}()
+		b.SetBytes(int64(len(buf)))
+		b.ResetTimer()
+		for range b.N {
+			if _, err := c.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+		if n := <-done; n != int64(len(buf))*int64(b.N) {
+			b.Fatalf("received %d bytes, want %d", n, len(buf)*b.N)
+		}
+	})
+}
+
 func BenchmarkPingPong(b *testing.B) {
 	benchPairs(b, func(b *testing.B, c, s net.Conn) {
 		go func() {

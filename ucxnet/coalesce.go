@@ -76,52 +76,71 @@ func (o *outFrame) drop(t *Transport) {
 }
 
 // writeSmall sends p (no more than half of coalesceMax and of frame,
-// within the send window) as c's next data, hb being the DATA header: into
-// the open frame if it has room (a full one is sent first), else at once if
-// the worker is free and the peer has caught up, else into a new open
-// frame. frame is the largest frame the path allows. ok = false means none
-// of these worked out: the caller sends p holding the worker. Called with
-// c.wmu held.
-func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent int, ok bool, err error) {
-	switch appended, open := c.appendOut(p, frame); {
-	case appended:
-		return len(p), true, nil
-	case open:
-		return 0, false, nil
-	}
-	// Send at once, if the worker is free and this peer has no sends
-	// waiting in UCX (else this frame would only queue behind them).
+// within the send window) as c's next data over sp, hb being the DATA
+// header: into the open frame if it has room (a full one is sent first),
+// else at once if the worker is free and the peer has caught up, else into
+// a new open frame. frame is the largest frame the path allows. With gate
+// it first checks that UCX does not hold so much for the peer that p must
+// wait for it to drain (backedUp; else it returns errBackedUp, done). One
+// use of the peer's endpoint and one read of its backlog serve all of it.
+// done = false means none of these worked out: the caller sends p holding
+// the worker. Called with c.wmu held.
+func (c *Conn) writeSmall(sp sendPath, hb, p []byte, frame int, gate bool) (sent int, done bool, err error) {
 	var pending, free bool
 	err = c.peer.use(func(ep engine.EP) (err error) {
-		if c.sh.eng.Stats(ep).Backlog > 0 {
+		bl := c.sh.eng.Backlog(ep)
+		if gate && c.backedUp(sp, true, bl) {
+			return errBackedUp
+		}
+		switch appended, open := c.appendOut(p, frame); {
+		case appended:
+			sent, done = len(p), true
+			return nil
+		case open:
+			return nil
+		}
+		// Send at once, if the worker is free and this peer has no sends
+		// waiting in UCX (else this frame would only queue behind them).
+		if bl > 0 {
+			c.openOut(hb, p, frame)
+			sent, done = len(p), true
 			return nil
 		}
 		w := c.sh.eng.Acquire(false)
 		if w == nil {
+			c.openOut(hb, p, frame)
+			sent, done = len(p), true
 			return nil
 		}
 		free = true
 		c.sh.sendQueued(w, false) // what others queued (this conn has none: it would have appended)
-		sent, pending, err = w.Send(ep, engine.Frames{Header: hb[:], SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+		sent, pending, err = w.Send(ep, engine.Frames{Header: hb, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
 			Seq: c.seq, Data: p, Frame: frame})
 		c.sh.giveBack(w)
 		return err
 	})
-	if free || err != nil {
+	switch {
+	case err == errBackedUp:
+		return 0, true, err
+	case free || err != nil:
 		if pending {
 			c.peer.unflushed.Add(int64(sent))
 		}
 		c.framesSent(sent, frame)
 		return sent, true, err
 	}
+	return sent, done, nil
+}
 
-	// Busy or backed up: open a frame for p and whatever follows, sent by
-	// whoever holds the worker next once the peer has caught up.
+// openOut opens c's frame with p, for whoever holds the worker next to
+// send once the peer has caught up (the engine busy or backed up), and
+// queues it. Called with c.wmu held.
+func (c *Conn) openOut(hb, p []byte, frame int) {
 	buf := c.t.getOutBuf(len(p))
 	o := &c.out
 	o.mu.Lock()
 	o.open = true
-	o.hdr = hb
+	copy(o.hdr[:], hb)
 	o.seq = c.seq
 	o.max = min(frame, coalesceMax)
 	o.buf = append(buf[:0], p...)
@@ -129,7 +148,6 @@ func (c *Conn) writeSmall(hb [stream.HeaderLen]byte, p []byte, frame int) (sent 
 	c.seq++
 	c.t.stats.queuedWrites.Add(1)
 	c.sh.queueOut(c)
-	return len(p), true, nil
 }
 
 // appendOut appends p to c's open frame if it has room, sending a full one
@@ -196,6 +214,10 @@ type outQueue struct {
 	failed []*Conn
 	// queued: frames are queued; fresh: some since the last sendQueued.
 	queued, fresh atomic.Bool
+	// hdr is the header of the frame sendOut sends, copied out of the
+	// conn's open frame (guarded by the worker: its holder sends): a
+	// field, not a local, so that it costs no allocation per frame.
+	hdr [stream.HeaderLen]byte
 }
 
 // maxQueueWait is the longest frames kept for a backed-up peer wait
@@ -284,7 +306,7 @@ func (s *shard) sendQueued(w engine.Worker, all bool) {
 		// An endpoint being closed must not be used: closeEP marks it
 		// before it takes the worker, and we hold the worker.
 		closing := p.closing.Load()
-		if !all && !closing && s.eng.Stats(p.ep).Backlog > 0 {
+		if !all && !closing && s.eng.Backlog(p.ep) > 0 {
 			peers[k] = p // UCX is still sending earlier frames to this peer
 			k++
 			continue
@@ -347,12 +369,14 @@ func (s *shard) sendOut(w engine.Worker, c *Conn, closing bool) {
 		o.mu.Unlock()
 		return
 	}
-	hdr, seq, buf := o.hdr, o.seq, o.buf
+	q := &s.out
+	q.hdr = o.hdr
+	seq, buf := o.seq, o.buf
 	o.open, o.buf = false, nil
 	o.mu.Unlock()
 	if !closing {
 		p := c.peer
-		sent, pending, err := w.Send(p.ep, engine.Frames{Header: hdr[:], SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+		sent, pending, err := w.Send(p.ep, engine.Frames{Header: q.hdr[:], SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
 			Seq: seq, Data: buf, Frame: len(buf)})
 		if pending {
 			p.unflushed.Add(int64(sent))
@@ -414,4 +438,4 @@ func (t *Transport) send(p *peer, f engine.Frames) (sent int, pending bool, err 
 
 // backlog returns the payload bytes of sends s's UCX worker holds copies
 // of and has not finished, to all its peers.
-func (s *shard) backlog() uint64 { return s.eng.Stats(engine.EP{}).Backlog }
+func (s *shard) backlog() uint64 { return s.eng.Backlog(engine.EP{}) }

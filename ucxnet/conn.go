@@ -77,6 +77,10 @@ type Conn struct {
 	lane    *tcpLane
 	laneWhy string
 
+	// dataHdr is the DATA header Write hands the engine (under wmu): a
+	// field, not a local, so that it costs no allocation per write.
+	dataHdr [stream.HeaderLen]byte
+
 	cnt  connCounters // Stats
 	born time.Time    // when the conn was made (Stats)
 }

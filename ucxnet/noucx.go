@@ -42,6 +42,7 @@ func startNoUCX(cfg Config, err error) (engine.Engine, error) {
 func (noUCX) Address() []byte                          { return noUCXAddress }
 func (noUCX) Acquire(bool) engine.Worker               { return noWorker{} }
 func (noUCX) Stats(engine.EP) engine.Stats             { return engine.Stats{} }
+func (noUCX) Backlog(engine.EP) uint64                 { return 0 }
 func (noUCX) Release(...stream.Ref)                    {}
 func (noUCX) Close(time.Duration) error                { return nil }
 func (noWorker) Connect([]byte) (engine.EP, error)     { return engine.EP{}, ErrUnsupported }

@@ -43,6 +43,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	n := 0
+	drained := false // the peer was just drained: send without checking again
 	c.mu.Lock()
 	for {
 		chunk, dl, err := c.writeReady(n, len(b))
@@ -53,7 +54,9 @@ func (c *Conn) Write(b []byte) (int, error) {
 		sp := c.peer.path(c.t)
 		frame := min(c.frame, sp.frame, sp.peerLimit(c.peerSegs))
 		small := chunk <= min(frame, coalesceMax)/2
-		if c.backedUp(sp, small) {
+		sent, err := c.sendChunk(sp, frame, small, !drained, b[n:n+chunk])
+		drained = false
+		if err == errBackedUp {
 			if err := c.drainPeer(dl); err != nil {
 				if err == os.ErrDeadlineExceeded || err == net.ErrClosed {
 					return n, c.opErr("write", err)
@@ -64,8 +67,10 @@ func (c *Conn) Write(b []byte) (int, error) {
 				}
 				continue
 			}
+			drained = true
+			c.mu.Lock()
+			continue
 		}
-		sent, err := c.sendChunk(sp, frame, small, b[n:n+chunk])
 		c.t.stats.bytesOut.Add(uint64(sent))
 		c.cnt.bytesOut.Add(uint64(sent))
 		n += sent
@@ -118,44 +123,55 @@ func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error)
 	}
 }
 
+// errBackedUp is sendChunk's answer when UCX holds so much that the chunk
+// must wait for sends to c's peer to drain first (backedUp): nothing was
+// sent.
+var errBackedUp = errors.New("ucxnet: peer backed up")
+
 // backedUp reports whether UCX holds so much that a write of a chunk
 // (small: a coalescing candidate) to c's peer over sp must first wait for
-// sends to the peer to drain. Any one of these rules holds it back:
+// sends to the peer to drain, bl being what UCX holds for the peer (its
+// Backlog). Any one of these rules holds it back:
 //   - the engine holds peerBufferMax, and the peer a quarter of it
 //     unflushed;
 //   - over shared memory, a small write, with shmSmallBacklog held for the
 //     peer;
 //   - over tcp, tcpBacklog held for the peer;
 //   - the engine holds processBacklog, some of it for the peer.
-func (c *Conn) backedUp(sp sendPath, small bool) bool {
+func (c *Conn) backedUp(sp sendPath, small bool, bl uint64) bool {
 	switch {
 	case c.peer.unflushed.Load() >= peerBufferMax/4 && c.sh.backlog() >= peerBufferMax:
 		return true
-	case small && sp.kind == session.PathSharedMemory && c.backlog() >= shmSmallBacklog:
+	case small && sp.kind == session.PathSharedMemory && bl >= shmSmallBacklog:
 		return true
-	case sp.kind == session.PathTCP && c.backlog() >= tcpBacklog:
+	case sp.kind == session.PathTCP && bl >= tcpBacklog:
 		return true
 	}
-	return c.sh.backlog() >= processBacklog && c.backlog() > 0
+	return bl > 0 && c.sh.backlog() >= processBacklog
 }
 
 // sendChunk sends p, a part of a write that the window allows, as DATA
 // frames of at most frame bytes: zero-copy, into the conn's open frame
-// (small), or copied by UCX. It returns the bytes committed. Called with
-// c.wmu held.
-func (c *Conn) sendChunk(sp sendPath, frame int, small bool, p []byte) (sent int, err error) {
-	hb := stream.Header{Kind: stream.KindData, ConnID: c.remoteID}.Bytes()
-	switch {
-	case sp.zeroCopy && len(p) >= ZeroCopyMin:
-		sent, err = c.sendZeroCopy(hb[:], p, frame)
-		c.framesSent(sent, frame)
-		return sent, err
-	case small:
-		if sent, done, err := c.writeSmall(hb, p, frame); done {
+// (small), or copied by UCX. It returns the bytes committed, or
+// errBackedUp (gate: checked first) when the peer must drain first.
+// Called with c.wmu held.
+func (c *Conn) sendChunk(sp sendPath, frame int, small, gate bool, p []byte) (sent int, err error) {
+	c.dataHdr = stream.Header{Kind: stream.KindData, ConnID: c.remoteID}.Bytes()
+	hb := c.dataHdr[:]
+	zeroCopy := sp.zeroCopy && len(p) >= ZeroCopyMin
+	if small && !zeroCopy {
+		if sent, done, err := c.writeSmall(sp, hb, p, frame, gate); done {
 			return sent, err
 		}
+	} else if gate && c.backedUp(sp, small, c.backlog()) {
+		return 0, errBackedUp
 	}
-	sent, pending, err := c.t.send(c.peer, engine.Frames{Header: hb[:], SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+	if zeroCopy {
+		sent, err = c.sendZeroCopy(hb, p, frame)
+		c.framesSent(sent, frame)
+		return sent, err
+	}
+	sent, pending, err := c.t.send(c.peer, engine.Frames{Header: hb, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
 		Seq: c.seq, Data: p, Frame: frame})
 	if pending {
 		// UCX holds copies it could not send yet: count them against
@@ -217,7 +233,7 @@ const processBacklog = 32 << 20
 // start.
 func (c *Conn) backlog() (n uint64) {
 	_ = c.peer.use(func(ep engine.EP) error {
-		n = c.sh.eng.Stats(ep).Backlog
+		n = c.sh.eng.Backlog(ep)
 		return nil
 	})
 	return n

@@ -1,7 +1,7 @@
 // Package engine is the boundary between ucxnet's conn logic and whatever
 // moves its frames: the vocabulary (endpoints, received frames, events,
 // sends) and the Engine, Worker and Handler interfaces that the conn logic
-// in package ucxnet depends on: eleven methods in all.
+// in package ucxnet depends on: twelve methods in all.
 //
 // Two implementations exist: package progress drives a real UCX worker
 // (cgo), and package engine/memengine moves frames between engines in one
@@ -160,7 +160,7 @@ type Frames struct {
 // operations go through the engine's Worker, which one goroutine holds at
 // a time (Acquire). All methods are safe for concurrent use.
 //
-// The seam is eleven methods in all, over three interfaces: Engine (5),
+// The seam is twelve methods in all, over three interfaces: Engine (6),
 // Worker (5) and Handler (1). Periodic work and writability are event
 // kinds (Tick, Writable), not methods. Engines do not queue or coalesce
 // frames: a caller that finds the worker held (Acquire(false) reports nil)
@@ -180,6 +180,10 @@ type Engine interface {
 	// or ep's Backlog and Transports. It never waits for the worker, and
 	// may be called holding it. ep must not be closed yet.
 	Stats(ep EP) Stats
+	// Backlog is Stats(ep).Backlog alone, read as cheaply as the engine
+	// can: writers check it on every write. It never waits for the
+	// worker, and may be called holding it. ep must not be closed yet.
+	Backlog(ep EP) uint64
 	// Release hands back data held with Event.Hold.
 	Release(refs ...stream.Ref)
 	// Close stops the engine, giving what it still owns up to linger to

@@ -205,6 +205,19 @@ func (e *Engine) Stats(ep engine.EP) engine.Stats {
 	return st
 }
 
+// Backlog returns ep's backlog (all endpoints' for the zero EP) as of
+// now: one atomic read of the counter UCX's send accounting keeps.
+func (e *Engine) Backlog(ep engine.EP) uint64 {
+	if !ep.Valid() {
+		return e.buffered.Load()
+	}
+	u, ok := ep.Handle().(cucx.EP)
+	if !ok || !u.Valid() {
+		return 0
+	}
+	return e.w.Buffered(u)
+}
+
 // learnTransports asks UCX which transports carry u and keeps the answer
 // once there is one. The worker is locked.
 func (e *Engine) learnTransports(u cucx.EP) []string {

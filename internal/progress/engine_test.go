@@ -82,7 +82,7 @@ func send(e *Engine, ep engine.EP, hdr, data []byte) error {
 
 // newCollector starts an engine that collects what it receives; it skips
 // t in a build without UCX.
-func newCollector(t *testing.T) *collector {
+func newCollector(t testing.TB) *collector {
 	c := &collector{got: map[uint64][]byte{}, done: map[uint64]error{}, cond: make(chan struct{}, 1)}
 	e, err := Start(Config{Settings: []Setting{{Name: "KEEPALIVE_INTERVAL", Value: "1s"}, {Name: "MM_ERROR_HANDLING", Value: "y"}}, Spin: 20 * time.Microsecond}, c)
 	if errors.Is(err, ErrUnsupported) {
@@ -228,7 +228,7 @@ func TestZeroCopyFramesAcrossTheRange(t *testing.T) {
 
 // connectedPair starts two engines and connects the first to the second;
 // the test's cleanup closes them.
-func connectedPair(t *testing.T) (a, b *collector, ep engine.EP) {
+func connectedPair(t testing.TB) (a, b *collector, ep engine.EP) {
 	a, b = newCollector(t), newCollector(t)
 	t.Cleanup(func() { a.eng.Close(time.Second) })
 	t.Cleanup(func() { b.eng.Close(time.Second) })

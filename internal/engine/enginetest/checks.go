@@ -227,9 +227,9 @@ func testAcquireHeld(t *testing.T, start Start) {
 	w.GiveBack()
 }
 
-// Stats answers for the engine and for an endpoint, without waiting for
-// the worker (the caller may hold it); an endpoint's backlog is within
-// the engine's.
+// Stats and Backlog answer for the engine and for an endpoint, without
+// waiting for the worker (the caller may hold it); an endpoint's backlog
+// is within the engine's.
 func testStats(t *testing.T, start Start) {
 	a, b, ep := pair(t, start)
 	if _, _, err := send(a.e, ep, engine.Frames{Header: header(1, 1), Data: payload(1, 1000)}); err != nil {
@@ -239,6 +239,9 @@ func testStats(t *testing.T, start Start) {
 	all, one := a.e.Stats(engine.EP{}), a.e.Stats(ep)
 	if one.Backlog > all.Backlog {
 		t.Fatalf("endpoint backlog %d over the engine's %d", one.Backlog, all.Backlog)
+	}
+	if one, all := a.e.Backlog(ep), a.e.Backlog(engine.EP{}); one > all {
+		t.Fatalf("Backlog: endpoint's %d over the engine's %d", one, all)
 	}
 	if all.Transports != nil {
 		t.Fatalf("transports for no endpoint: %v", all.Transports)
@@ -252,6 +255,8 @@ func testStats(t *testing.T, start Start) {
 	go func() {
 		a.e.Stats(ep)
 		a.e.Stats(engine.EP{})
+		a.e.Backlog(ep)
+		a.e.Backlog(engine.EP{})
 		close(done)
 	}()
 	select {
@@ -286,8 +291,8 @@ func testClose(t *testing.T, start Start) {
 	}
 }
 
-// Sends to a peer that stopped draining back up (Stats reports the
-// endpoint's backlog); once the peer drains again, a Writable event
+// Sends to a peer that stopped draining back up (Backlog and Stats report
+// the endpoint's backlog); once the peer drains again, a Writable event
 // follows, the backlog empties and every frame arrives.
 func testWritableAfterBacklog(t *testing.T, start Start, stall func(a, b engine.Engine) func()) {
 	a, b, ep := pair(t, start)
@@ -300,16 +305,19 @@ func testWritableAfterBacklog(t *testing.T, start Start, stall func(a, b engine.
 	}()
 	const size, most = 1 << 20, 256
 	n := 0
-	for ; n < most && a.e.Stats(ep).Backlog == 0; n++ {
+	for ; n < most && a.e.Backlog(ep) == 0; n++ {
 		if _, _, err := send(a.e, ep, engine.Frames{Header: header(1, uint64(n)), Data: payload(n, size)}); err != nil {
 			t.Fatalf("send %d: %v", n, err)
 		}
 	}
 	if a.e.Stats(ep).Backlog == 0 {
-		t.Fatalf("%d MiB sent to a stalled peer and no backlog", n)
+		t.Fatalf("%d MiB sent to a stalled peer and no backlog in Stats", n)
 	}
 	if all := a.e.Stats(engine.EP{}).Backlog; all == 0 {
 		t.Fatal("an endpoint's backlog but none for the engine")
+	}
+	if all := a.e.Backlog(engine.EP{}); all == 0 {
+		t.Fatal("an endpoint's backlog but none for the engine in Backlog")
 	}
 	before := len(a.r.waitFor(t, engine.Writable, "", func([]engine.Event) bool { return true }))
 	resume()
@@ -322,9 +330,9 @@ func testWritableAfterBacklog(t *testing.T, start Start, stall func(a, b engine.
 		}
 	}
 	deadline := time.Now().Add(wait)
-	for a.e.Stats(ep).Backlog != 0 {
+	for a.e.Backlog(ep) != 0 || a.e.Stats(ep).Backlog != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("backlog %d left after every frame arrived", a.e.Stats(ep).Backlog)
+			t.Fatalf("backlog %d (Stats: %d) left after every frame arrived", a.e.Backlog(ep), a.e.Stats(ep).Backlog)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -346,6 +346,15 @@ func (e *Engine) Stats(x engine.EP) engine.Stats {
 	return st
 }
 
+// Backlog returns 0 (sends are delivered when made), or 1 while busy
+// (SetBusy).
+func (e *Engine) Backlog(engine.EP) uint64 {
+	if e.busy.Load() {
+		return 1
+	}
+	return 0
+}
+
 // SetTransports sets what Stats reports as the transports of every
 // endpoint of e, as UCX names them ("posix/memory", "tcp/lo"), so that the
 // conn logic takes its path for one; none reports them not known yet, as
