@@ -36,45 +36,6 @@ import (
 // then into UCX) would cost more than waiting.
 const coalesceMax = 32 << 10
 
-// outFrame is a conn's open frame: data written while the engine was
-// busy, not yet sent. mu is a leaf lock: nothing is called with it held.
-type outFrame struct {
-	mu   sync.Mutex
-	open bool                   // queued: the next Combine sends it
-	hdr  [stream.HeaderLen]byte // its header, while open
-	seq  uint64                 // its sequence number, while open
-	buf  []byte                 // its payload, while open
-	max  int                    // the most buf may hold
-	err  error                  // a Combine's send failed (reported by the next Write)
-	// failed is set with err, so that Write checks it without the lock.
-	failed atomic.Bool
-}
-
-// takeErr returns (once) the error of a Combine's failed send of the open
-// frame: the stream has a gap, so the conn must be reset (terminate, endGap).
-func (o *outFrame) takeErr() error {
-	if !o.failed.Load() {
-		return nil
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	err := o.err
-	o.err = nil
-	o.failed.Store(false)
-	return err
-}
-
-// drop discards the open frame: the conn is reset or failed.
-func (o *outFrame) drop(t *Transport) {
-	o.mu.Lock()
-	buf := o.buf
-	o.open, o.buf = false, nil
-	o.mu.Unlock()
-	if buf != nil {
-		t.putOutBuf(buf)
-	}
-}
-
 // writeSmall sends p (no more than half of coalesceMax and of frame,
 // within the send window) as c's next data over sp, hb being the DATA
 // header: into the open frame if it has room (a full one is sent first),
@@ -136,15 +97,7 @@ func (c *Conn) writeSmall(sp sendPath, hb, p []byte, frame int, gate bool) (sent
 // send once the peer has caught up (the engine busy or backed up), and
 // queues it. Called with c.wmu held.
 func (c *Conn) openOut(hb, p []byte, frame int) {
-	buf := c.t.getOutBuf(len(p))
-	o := &c.out
-	o.mu.Lock()
-	o.open = true
-	copy(o.hdr[:], hb)
-	o.seq = c.seq
-	o.max = min(frame, coalesceMax)
-	o.buf = append(buf[:0], p...)
-	o.mu.Unlock()
+	c.out.Open(hb, c.seq, min(frame, coalesceMax), c.t.getOutBuf(len(p)), p)
 	c.seq++
 	c.t.stats.queuedWrites.Add(1)
 	c.sh.queueOut(c)
@@ -155,22 +108,14 @@ func (c *Conn) openOut(hb, p []byte, frame int) {
 // that p did not fit in (its peer is gone, say): p must not open another.
 // Called with c.wmu held.
 func (c *Conn) appendOut(p []byte, frame int) (appended, open bool) {
-	o := &c.out
 	for try := 0; ; try++ {
-		o.mu.Lock()
-		if !o.open {
-			o.mu.Unlock()
-			return false, false
-		}
-		if len(o.buf)+len(p) <= min(o.max, frame) { // frame: the path may have been learnt since
-			o.buf = append(o.buf, p...)
-			o.mu.Unlock()
+		appended, open = c.out.Append(p, frame)
+		if appended {
 			c.t.stats.queuedWrites.Add(1)
 			return true, false
 		}
-		o.mu.Unlock()
-		if try > 0 {
-			return false, true
+		if !open || try > 0 {
+			return false, open
 		}
 		// Full: send it (and whatever else is queued), then start anew.
 		c.sh.flushOut()
@@ -275,7 +220,7 @@ func (s *shard) giveBack(w engine.Worker) {
 
 // flushOut sends every queued frame now, waiting for the worker: also
 // for a holder that took the queue and is sending it, so that a failed
-// send of a conn's frame is seen (takeErr) once flushOut returns.
+// send of a conn's frame is seen (TakeErr) once flushOut returns.
 func (s *shard) flushOut() { s.giveBack(s.acquire()) }
 
 // sendQueued sends the queued open frames, holding w: all of them, or
@@ -363,17 +308,11 @@ func (s *shard) sendPeerOut(w engine.Worker, p *peer, closing bool) {
 // sendOut sends c's open frame, if it is still open, holding w; closing
 // says its endpoint is being closed: the frame is dropped.
 func (s *shard) sendOut(w engine.Worker, c *Conn, closing bool) {
-	o := &c.out
-	o.mu.Lock()
-	if !o.open {
-		o.mu.Unlock()
+	q := &s.out
+	seq, buf, ok := c.out.Take(q.hdr[:])
+	if !ok {
 		return
 	}
-	q := &s.out
-	q.hdr = o.hdr
-	seq, buf := o.seq, o.buf
-	o.open, o.buf = false, nil
-	o.mu.Unlock()
 	if !closing {
 		p := c.peer
 		sent, pending, err := w.Send(p.ep, engine.Frames{Header: q.hdr[:], SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
@@ -393,14 +332,10 @@ func (s *shard) sendOut(w engine.Worker, c *Conn, closing bool) {
 // outFailed records that c's open frame was lost (err): its stream has a
 // gap, so it must be reset, which sends an RST and so needs the worker
 // this goroutine holds. A Write or FIN that comes first sees o.err
-// (takeErr) and resets the conn itself; else the handler does, on the
+// (TakeErr) and resets the conn itself; else the handler does, on the
 // Writable event that follows the worker's give-back (resetFailed).
 func (s *shard) outFailed(c *Conn, err error) {
-	o := &c.out
-	o.mu.Lock()
-	o.err = err
-	o.failed.Store(true)
-	o.mu.Unlock()
+	c.out.Fail(err)
 	q := &s.out
 	q.mu.Lock()
 	q.failed = append(q.failed, c)
@@ -417,7 +352,7 @@ func (s *shard) resetFailed() {
 	q.failed = nil
 	q.mu.Unlock()
 	for _, c := range failed {
-		if err := c.out.takeErr(); err != nil {
+		if err := c.out.TakeErr(); err != nil {
 			c.terminate(err, endGap)
 		}
 	}

@@ -69,7 +69,7 @@ type Conn struct {
 	failedCh      chan struct{} // closed when the conn fails or is reset (terminate)
 	wmu           sync.Mutex    // serializes writers and the FIN after them
 	seq           uint64        // next sequence number to send (under wmu)
-	out           outFrame      // small writes queued while the engine was busy
+	out           session.Cork  // small writes queued while the engine was busy
 	readDeadline  deadline
 	writeDeadline deadline
 	// The kernel-TCP lane (tcpconn.go): when lane is set, every method
@@ -327,7 +327,7 @@ func (c *Conn) CloseWrite() error {
 // resets the conn instead and returns the reset error. c.wmu is held.
 func (c *Conn) sendFin() error {
 	c.sh.flushOut() // the open frame first: its send must not fail after the FIN went
-	if err := c.out.takeErr(); err != nil {
+	if err := c.out.TakeErr(); err != nil {
 		c.terminate(err, endGap) // a queued frame was lost: RST, not FIN after a gap
 		c.mu.Lock()
 		err = c.werr

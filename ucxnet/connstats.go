@@ -95,11 +95,7 @@ func (c *Conn) Stats() ConnStats {
 	s.RecvWindow = uint64(c.in.Size())
 	s.Unread = uint64(c.in.Buffered())
 	c.mu.Unlock()
-	c.out.mu.Lock()
-	if c.out.open {
-		s.Queued = uint64(len(c.out.buf))
-	}
-	c.out.mu.Unlock()
+	s.Queued = uint64(c.out.Queued())
 	return s
 }
 

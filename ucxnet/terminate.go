@@ -81,7 +81,9 @@ func (c *Conn) terminateLocked(err error, pol endPolicy) (rst bool) {
 		err = pol.dialErr
 	}
 	c.keepLocked()
-	c.out.drop(c.t)
+	if buf := c.out.Drop(); buf != nil {
+		c.t.putOutBuf(buf)
+	}
 	if c.state.phase == stateAuthPending && c.auth != nil && c.auth.ln != nil {
 		c.auth.ln.removePendingAuth(c)
 	}

@@ -96,7 +96,7 @@ func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error)
 		if c.state.closed {
 			return 0, nil, c.opErr("write", net.ErrClosed)
 		}
-		if err := c.out.takeErr(); err != nil && c.werr == nil {
+		if err := c.out.TakeErr(); err != nil && c.werr == nil {
 			c.mu.Unlock()
 			c.terminate(err, endGap) // a queued frame was lost: the stream has a gap
 			c.mu.Lock()

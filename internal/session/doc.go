@@ -27,8 +27,9 @@
 // # What is here
 //
 // One file per owned type. A stream's receive side is here: Inbound
-// (reassembly, the receive window, the data not yet read). So is the
-// keepalive's judgement of a peer (Judge), and the bounds and pools:
+// (reassembly, the receive window, the data not yet read), and its open
+// frame of corked small writes: Cork. So is the keepalive's judgement of
+// a peer (Judge), and the bounds and pools:
 // Bucket (rate limits), BufPool (recycled buffers) and SegLimits (the
 // largest frames a peer takes per path).
 package session
@@ -46,18 +47,18 @@ package session
 //	                  Inbound, swin, rerr, werr, dErr, linger, the waiter
 //	                  counts and condition channels
 //	      Listener.mu   pendingAuth, queue admission, closed
-//	      outFrame.mu   the conn's open frame
+//	      Conn.out      the open frame of corked writes (Cork's mutex)
 //	  peer.epMu     RW: the endpoint in use (shared) or closing; gone
 //	    the engine's worker (Acquire to GiveBack)
 //	      outQueue.mu   the shard's queued peers, peer.outQ, failed
-//	      outFrame.mu   (never under outQueue.mu, nor it under this)
+//	      Conn.out      (never under outQueue.mu, nor it under this)
 //	Leaves, taken last: BufPool's mutex, Transport.opMu, logLimiter.mu.
 //
 // Owned by a shard's engine goroutine (its HandleEvents and Ticks), read
 // and written there alone: Conn.from, learnFrom, peerProc, early,
 // earlyBytes; peer.pongs; shard.lastSweep. Atomics, each written by one
 // side and read by any: peer.lastRecv, lastPing, rttProbe, rtt,
-// stoppedAt, closing, unflushed, info, sp; outFrame.failed;
+// stoppedAt, closing, unflushed, info, sp; Cork's failed flag;
 // outQueue.queued, fresh.
 //
 // Set once before the conn enters the conn table, then read-only: Conn.t,
