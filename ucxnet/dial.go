@@ -111,19 +111,19 @@ func (d *Dialer) dialName(ctx context.Context, t *Transport, address string, psk
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	lane, eps := t.laneFor(e)
-	if lane.err != nil {
-		return nil, lane.err
+	ch, eps := t.laneFor(e)
+	if err := laneRefused(ch); err != nil {
+		return nil, err
 	}
-	t.logEvent(slog.LevelDebug, "ucxnet: dial", "to", e.Name, "lane", lane.lane, "reason", lane.reason)
-	if lane.lane == LaneTCP {
+	t.logEvent(slog.LevelDebug, "ucxnet: dial", "to", e.Name, "lane", ch.Lane, "reason", ch.Reason)
+	if ch.Lane == LaneTCP {
 		ka := t.cfg.KeepAlive
 		if d.KeepAlive != 0 {
 			ka = d.KeepAlive
 		}
-		return t.dialTCP(ctx, e, eps, psk, Addr{Name: e.Name}, lane.reason, ka)
+		return t.dialTCP(ctx, e, eps, psk, Addr{Name: e.Name}, ch.Reason, ka)
 	}
-	return d.dialUCX(ctx, t, e, lane.reason, psk)
+	return d.dialUCX(ctx, t, e, ch.Reason, psk)
 }
 
 // dialUCX dials e's listener over UCX: it attaches a new conn to e's

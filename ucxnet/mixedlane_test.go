@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -51,8 +52,8 @@ func TestLaneMixedHelper(t *testing.T) {
 	_, err = io.ReadFull(c, got)
 	require.NoError(t, err)
 	require.Equal(t, "from nocgo", string(got))
-	lane, why := c.(*Conn).Lane()
-	fmt.Printf("lane %s: %s\n", lane, why)
+	name, why := c.(*Conn).Lane()
+	fmt.Printf("lane %s: %s\n", name, why)
 	c.Close()
 	io.Copy(io.Discard, os.Stdin)
 	ln.Close()
@@ -128,17 +129,17 @@ func TestLaneMixedBuild(t *testing.T) {
 		t.Fatal("no report from the no-cgo child within 60 s")
 	}
 	t.Log("no-cgo child: ", line)
-	require.Equal(t, "lane "+LaneTCP+": "+reasonNoUCXHere, strings.TrimSpace(line))
+	require.Equal(t, "lane "+LaneTCP+": "+lane.ReasonNoUCXHere, strings.TrimSpace(line))
 
 	d := Dialer{Transport: tr, Timeout: 10 * time.Second}
 	c, err := d.Dial(Network, "mixed-nocgo")
 	require.NoError(t, err)
 	defer c.Close()
-	lane, why := c.(*Conn).Lane()
+	name, why := c.(*Conn).Lane()
 	if cfg.Lane == LaneAuto {
-		require.Equal(t, reasonNoUCXPeer, why)
+		require.Equal(t, lane.ReasonNoUCXPeer, why)
 	}
-	require.Equal(t, LaneTCP, lane)
+	require.Equal(t, LaneTCP, name)
 	_, err = io.WriteString(c, "from cgo")
 	require.NoError(t, err)
 	got := make([]byte, len("from cgo"))

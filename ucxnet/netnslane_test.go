@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ucxnet/ucxnet/internal/lane"
 	"golang.org/x/net/nettest"
 )
 
@@ -119,8 +121,8 @@ func TestNetnsLaneClientHelper(t *testing.T) {
 	}
 	c1, c2, err := pair()
 	require.NoError(t, err)
-	lane, why := c1.(*Conn).Lane()
-	fmt.Printf("lane %s %v: %s\n", lane, c1.(*Conn).Transports(), why)
+	name, why := c1.(*Conn).Lane()
+	fmt.Printf("lane %s %v: %s\n", name, c1.(*Conn).Transports(), why)
 	c1.Close()
 	c2.Close()
 	var mu sync.Mutex
@@ -145,8 +147,8 @@ func TestNetnsLane(t *testing.T) {
 	}
 	e := setupNetns(t)
 	for _, tc := range []struct{ name, lane, reason string }{
-		{"auto", LaneTCP, reasonOnlyTCP},
-		{"forced-ucx", LaneUCX, reasonForcedEnv},
+		{"auto", LaneTCP, lane.ReasonOnlyTCP},
+		{"forced-ucx", LaneUCX, lane.ReasonForcedEnv},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := []string{}

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/auth"
+	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -115,7 +116,7 @@ func (l *Listener) openTCPLane() (*tcpListener, error) {
 			tl.endpoints = append(tl.endpoints, netip.AddrPortFrom(p, ap.Port()))
 		}
 	}
-	sortEndpoints(tl.endpoints)
+	lane.SortEndpoints(tl.endpoints)
 	for _, ln := range tl.lns {
 		tl.wg.Add(1)
 		go tl.acceptLoop(ln)
@@ -474,7 +475,7 @@ func (l *Listener) startTCPLane(meta map[string]string) (map[string]string, erro
 	if err != nil || tl == nil {
 		return meta, err
 	}
-	v := formatTCPEndpoints(tl.endpoints)
+	v := lane.FormatEndpoints(tl.endpoints)
 	if v == "" {
 		tl.close()
 		return meta, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -31,7 +32,7 @@ func newTCPLanePair(t testing.TB, cfg Config) *pair {
 func (p *pair) tcpEndpoint(t testing.TB) string {
 	e, err := p.server.reg.Resolve(context.Background(), p.ln.Addr().String())
 	require.NoError(t, err)
-	eps := parseTCPEndpoints(e.Meta[MetaTCP], true)
+	eps := lane.ParseEndpoints(e.Meta[MetaTCP], true)
 	require.NotEmpty(t, eps, "meta %v", e.Meta)
 	return eps[0].String()
 }
@@ -41,11 +42,11 @@ func TestTCPLaneEcho(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	lane, why := c.(*Conn).Lane()
-	require.Equal(t, LaneTCP, lane)
-	require.Equal(t, reasonForcedConfig, why)
-	lane, why = s.(*Conn).Lane()
-	require.Equal(t, LaneTCP, lane)
+	name, why := c.(*Conn).Lane()
+	require.Equal(t, LaneTCP, name)
+	require.Equal(t, lane.ReasonForcedConfig, why)
+	name, why = s.(*Conn).Lane()
+	require.Equal(t, LaneTCP, name)
 	require.Equal(t, reasonAcceptedTCP, why)
 	require.Equal(t, []string{"tcp(kernel)"}, c.(*Conn).Transports())
 	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
@@ -222,8 +223,8 @@ func TestTCPLaneCopyFastPath(t *testing.T) {
 			p := newPair(t, cfg)
 			c, s := p.conns(t)
 			defer s.Close()
-			lane, _ := c.(*Conn).Lane()
-			require.Equal(t, cfg.Lane, lane)
+			name, _ := c.(*Conn).Lane()
+			require.Equal(t, cfg.Lane, name)
 			f, err := os.Open(path)
 			require.NoError(t, err)
 			defer f.Close()
