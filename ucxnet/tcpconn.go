@@ -7,7 +7,6 @@ package ucxnet
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/auth"
+	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -85,9 +85,9 @@ func (t *Transport) LaneStats() LaneStats {
 // countPreambleErr counts a failed preamble read.
 func (lc *laneConns) countPreambleErr(err error) {
 	switch {
-	case errors.Is(err, errGarbage):
+	case errors.Is(err, lane.ErrGarbage):
 		lc.garbage.Add(1)
-	case errors.Is(err, errOversized):
+	case errors.Is(err, lane.ErrOversized):
 		lc.oversized.Add(1)
 	default:
 		lc.timeouts.Add(1) // deadline, EOF or reset before the preamble was done
@@ -224,28 +224,20 @@ func (c *Conn) dialPreamble(name string, psk []byte) error {
 			local[i] = '_'
 		}
 	}
-	b := make([]byte, 0, maxPreamble)
-	b = append(b, tcpMagic...)
-	var flags byte
-	if psk != nil {
-		flags = 1
-	}
-	b = append(b, flags, 0)
-	b = binary.LittleEndian.AppendUint64(b, c.id)
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(name)))
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(local)))
-	b = append(append(append(b, name...), local...), a.challenge()...)
+	b := lane.AppendHello(make([]byte, 0, lane.MaxPreamble), lane.Hello{PSK: psk != nil, ID: c.id, Name: name,
+		LocalName: string(local), Challenge: a.challenge()})
 	if _, err := tc.Write(b); err != nil {
 		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
 	}
-	var r [tcpReplyFixed]byte
+	var r [lane.ReplyFixed]byte
 	if _, err := io.ReadFull(tc, r[:]); err != nil {
 		return withDetail(ErrRefused, "%q over kernel tcp: no answer to the preamble: %v", name, err)
 	}
-	if string(r[:len(tcpMagic)]) != tcpMagic {
+	reply, ok := lane.ParseReply(r)
+	if !ok {
 		return withDetail(ErrRefused, "%q over kernel tcp: the endpoint does not speak ucxnet", name)
 	}
-	status, lpsk, lid := r[len(tcpMagic)], r[len(tcpMagic)+1]&1 != 0, binary.LittleEndian.Uint64(r[len(tcpMagic)+2:])
+	status, lpsk, lid := reply.Status, reply.PSK, reply.ID
 	if err := tcpStatusErr(status, name); err != nil {
 		return err
 	}
@@ -299,17 +291,17 @@ func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 // tcpStatusErr is the dial error a listener's status byte means.
 func tcpStatusErr(status byte, name string) error {
 	switch status {
-	case tcpOK:
+	case lane.StatusOK:
 		return nil
-	case tcpNoListener:
+	case lane.StatusNoListener:
 		return withDetail(ErrRefused, "no listener named %q at its TCP endpoint", name)
-	case tcpNeedPSK:
+	case lane.StatusNeedPSK:
 		return withDetail(ErrRefused, "listener %q requires a pre-shared key", name)
-	case tcpNoPSK:
+	case lane.StatusNoPSK:
 		return withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", name)
-	case tcpBacklogFull:
+	case lane.StatusBacklogFull:
 		return withDetail(ErrRefused, "listener %q: backlog full", name)
-	case tcpAuthFailed:
+	case lane.StatusAuthFailed:
 		return withDetail(ErrRefused, "listener %q: pre-shared key mismatch", name)
 	}
 	return withDetail(ErrRefused, "listener %q: unknown status %d", name, status)

@@ -6,22 +6,15 @@ package ucxnet
 // A listener that may be dialed over kernel TCP listens on TCP too, only
 // where UCX's tcp transport would (Config.NetDevices / UCX_NET_DEVICES),
 // and publishes its endpoints in its registry entry (MetaTCP). Each TCP
-// connection starts with a preamble (docs/PROTOCOL.md, "Lanes"):
-//
-//	dialer:   magic "UCXNTCP\x01", flags (1: PSK), 0, dialer id u64,
-//	          name length u16, local name length u16, name, local name,
-//	          [challenge: 64 bytes, with a PSK]
-//	listener: magic, status, flags (1: PSK), listener id u64,
-//	          [challenge, with a PSK and status 0]
-//	with a PSK: dialer's proof (32 bytes); listener: status, [its proof]
+// connection starts with a preamble (internal/lane reads and writes it;
+// docs/PROTOCOL.md, "Lanes").
 //
 // The proofs are the UCX lane's (authState: CPace), over the two ids.
 // Before a conn is authenticated it is bounded: tcpHandshakeTimeout for
-// the whole preamble, maxPreamble bytes, maxPendingTCP such conns per
+// the whole preamble, lane.MaxPreamble bytes, maxPendingTCP such conns per
 // listener; anything else is closed and counted (LaneStats).
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -37,34 +30,13 @@ import (
 	"github.com/ucxnet/ucxnet/registry"
 )
 
-// tcpMagic opens every kernel-TCP lane preamble, both ways; its last byte
-// is the preamble version.
-const tcpMagic = "UCXNTCP\x01"
-
-// Preamble sizes and bounds.
-const (
-	tcpHelloFixed = len(tcpMagic) + 1 + 1 + 8 + 2 + 2 // dialer's fixed part
-	tcpReplyFixed = len(tcpMagic) + 1 + 1 + 8         // listener's fixed part
-	// maxPreamble is the most a dialer's preamble may hold.
-	maxPreamble = tcpHelloFixed + 2*255 + auth.ChallengeLen
-	// maxPendingTCP bounds a listener's TCP conns whose preamble is not
-	// done; more are closed at once.
-	maxPendingTCP = 64
-)
+// maxPendingTCP bounds a listener's TCP conns whose preamble is not done;
+// more are closed at once.
+const maxPendingTCP = 64
 
 // tcpHandshakeTimeout bounds a TCP conn's whole preamble, both sides (a
 // variable for tests).
 var tcpHandshakeTimeout = 5 * time.Second
-
-// The listener's status byte.
-const (
-	tcpOK          = 0
-	tcpNoListener  = 1 // no listener of that name here
-	tcpNeedPSK     = 2 // the listener requires a pre-shared key
-	tcpBacklogFull = 3
-	tcpAuthFailed  = 4
-	tcpNoPSK       = 5 // the dialer proves a key, the listener has none
-)
 
 // tcpListener is a Listener's kernel-TCP side.
 type tcpListener struct {
@@ -321,84 +293,11 @@ func (tl *tcpListener) serve(tc *net.TCPConn) {
 	t.stats.accepts.Add(1)
 }
 
-// tcpHello is a dialer's preamble.
-type tcpHello struct {
-	psk       bool
-	id        uint64
-	name      string
-	localName string
-	challenge []byte
-}
-
-// readTCPHello reads and checks a dialer's preamble.
-func readTCPHello(r io.Reader) (tcpHello, error) {
-	var h tcpHello
-	var fix [tcpHelloFixed]byte
-	if _, err := io.ReadFull(r, fix[:]); err != nil {
-		return h, err
-	}
-	if string(fix[:len(tcpMagic)]) != tcpMagic {
-		return h, errGarbage
-	}
-	b := fix[len(tcpMagic):]
-	flags := b[0]
-	h.psk = flags&1 != 0
-	h.id = binary.LittleEndian.Uint64(b[2:])
-	nl, ll := int(binary.LittleEndian.Uint16(b[10:])), int(binary.LittleEndian.Uint16(b[12:]))
-	if flags&^1 != 0 || b[1] != 0 || nl == 0 || nl > 255 || ll > 255 {
-		return h, errOversized
-	}
-	n := nl + ll
-	if h.psk {
-		n += auth.ChallengeLen
-	}
-	rest := make([]byte, n)
-	if _, err := io.ReadFull(r, rest); err != nil {
-		return h, err
-	}
-	h.name, h.localName = string(rest[:nl]), string(rest[nl:nl+ll])
-	if !printable(h.name) || !printable(h.localName) {
-		return h, errGarbage
-	}
-	if h.psk {
-		h.challenge = rest[nl+ll:]
-	}
-	return h, nil
-}
-
-// printable reports whether s is printable ASCII without spaces.
-func printable(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
-}
-
-// Preamble errors (counted in LaneStats).
-var (
-	errGarbage   = errors.New("not a ucxnet TCP preamble")
-	errOversized = errors.New("preamble fields out of bounds")
-)
-
-// appendTCPReply appends a listener's reply.
-func appendTCPReply(b []byte, status byte, psk bool, id uint64, challenge []byte) []byte {
-	b = append(b, tcpMagic...)
-	var flags byte
-	if psk {
-		flags = 1
-	}
-	b = append(b, status, flags)
-	b = binary.LittleEndian.AppendUint64(b, id)
-	return append(b, challenge...)
-}
-
 // handshake runs the listener's side of tc's preamble, within tl.timeout.
 func (tl *tcpListener) handshake(tc *net.TCPConn) (_ *Conn, err error) {
 	t, l := tl.l.t, tl.l
 	_ = tc.SetDeadline(time.Now().Add(tl.timeout))
-	h, err := readTCPHello(tc)
+	h, err := lane.ReadHello(tc)
 	if err != nil {
 		t.lanes.countPreambleErr(err)
 		return nil, err
@@ -407,40 +306,40 @@ func (tl *tcpListener) handshake(tc *net.TCPConn) (_ *Conn, err error) {
 	refuse := func(status byte) error {
 		t.stats.refused.Add(1)
 		t.logHostile("ucxnet: refused a kernel-tcp connect", "reason", tcpStatusErr(status, l.addr.Name).Error(), "from", tc.RemoteAddr().String())
-		_, _ = tc.Write(appendTCPReply(nil, status, l.psk != nil, id, nil))
+		_, _ = tc.Write(lane.AppendReply(nil, lane.Reply{Status: status, PSK: l.psk != nil, ID: id}, nil))
 		return errRefusedTCP
 	}
-	if h.name != l.addr.Name {
-		return nil, refuse(tcpNoListener)
+	if h.Name != l.addr.Name {
+		return nil, refuse(lane.StatusNoListener)
 	}
-	if l.psk != nil && !h.psk {
+	if l.psk != nil && !h.PSK {
 		t.authFailed()
-		return nil, refuse(tcpNeedPSK)
+		return nil, refuse(lane.StatusNeedPSK)
 	}
-	if l.psk == nil && h.psk {
+	if l.psk == nil && h.PSK {
 		t.authFailed()
-		return nil, refuse(tcpNoPSK)
+		return nil, refuse(lane.StatusNoPSK)
 	}
 	if !tl.reserve() {
-		return nil, refuse(tcpBacklogFull)
+		return nil, refuse(lane.StatusBacklogFull)
 	}
 	defer func() {
 		if err != nil {
 			tl.unreserve()
 		}
 	}()
-	c := newLaneConn(t, tc, Addr{Name: l.addr.Name, ID: id}, Addr{Name: h.localName, ID: h.id}, reasonAcceptedTCP)
+	c := newLaneConn(t, tc, Addr{Name: l.addr.Name, ID: id}, Addr{Name: h.LocalName, ID: h.ID}, reasonAcceptedTCP)
 	c.id = id
-	c.remoteID = h.id
+	c.remoteID = h.ID
 	if l.psk == nil {
-		if _, err := tc.Write(appendTCPReply(nil, tcpOK, false, id, nil)); err != nil {
+		if _, err := tc.Write(lane.AppendReply(nil, lane.Reply{Status: lane.StatusOK, ID: id}, nil)); err != nil {
 			return nil, err
 		}
 		_ = tc.SetDeadline(time.Time{})
 		return c, nil
 	}
-	a := newListenAuth(l.psk, l.addr.Name, h.challenge, l)
-	if _, err := tc.Write(appendTCPReply(nil, tcpOK, true, id, a.challenge())); err != nil {
+	a := newListenAuth(l.psk, l.addr.Name, h.Challenge, l)
+	if _, err := tc.Write(lane.AppendReply(nil, lane.Reply{Status: lane.StatusOK, PSK: true, ID: id}, a.challenge())); err != nil {
 		return nil, err
 	}
 	mac := make([]byte, auth.MACLen)
@@ -449,16 +348,16 @@ func (tl *tcpListener) handshake(tc *net.TCPConn) (_ *Conn, err error) {
 		t.lanes.countPreambleErr(err)
 		return nil, err
 	}
-	if !a.hs.Verify(auth.Dialer, mac, h.id, id) {
+	if !a.hs.Verify(auth.Dialer, mac, h.ID, id) {
 		t.authFailed()
-		_, _ = tc.Write([]byte{tcpAuthFailed})
+		_, _ = tc.Write([]byte{lane.StatusAuthFailed})
 		return nil, errRefusedTCP
 	}
-	proof, err := a.hs.Proof(auth.Listener, h.id, id)
+	proof, err := a.hs.Proof(auth.Listener, h.ID, id)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tc.Write(append([]byte{tcpOK}, proof...)); err != nil {
+	if _, err := tc.Write(append([]byte{lane.StatusOK}, proof...)); err != nil {
 		return nil, err
 	}
 	_ = tc.SetDeadline(time.Time{})

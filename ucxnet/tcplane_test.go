@@ -298,7 +298,7 @@ func TestTCPLaneAttackOversizedPreamble(t *testing.T) {
 	p := newTCPLanePair(t, Config{})
 	for _, lens := range [][2]uint16{{60000, 0}, {10, 300}, {0, 0}} {
 		nc := rawTCP(t, p)
-		b := []byte(tcpMagic)
+		b := []byte(lane.Magic)
 		b = append(b, 0, 0)
 		b = binary.LittleEndian.AppendUint64(b, 1)
 		b = binary.LittleEndian.AppendUint16(b, lens[0])
@@ -320,13 +320,13 @@ func TestTCPLaneAttackSlowloris(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
-		for i := 0; i < len(tcpMagic); i++ {
+		for i := 0; i < len(lane.Magic); i++ {
 			select {
 			case <-stop:
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			if _, err := nc.Write([]byte{tcpMagic[i]}); err != nil {
+			if _, err := nc.Write([]byte{lane.Magic[i]}); err != nil {
 				return
 			}
 		}
@@ -420,7 +420,7 @@ func TestTCPLaneOddLocalName(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	require.True(t, printable(s.RemoteAddr().String()), "%q", s.RemoteAddr())
+	require.True(t, lane.Printable(s.RemoteAddr().String()), "%q", s.RemoteAddr())
 }
 
 // A reader that stops reading for longer than the TCP lane's user
