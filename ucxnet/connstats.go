@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/ucxnet/ucxnet/internal/lane"
 )
 
 // connCounters are a conn's data counters: atomic adds on the data path,
@@ -71,16 +73,16 @@ type ConnStats struct {
 // Stats returns a snapshot of the conn's statistics. It takes the conn's
 // lock briefly and never blocks on the network.
 func (c *Conn) Stats() ConnStats {
-	lane, why := c.Lane()
+	name, why := c.Lane()
 	s := ConnStats{
-		ID: c.id, Lane: lane, LaneReason: why, Transports: c.Transports(),
+		ID: c.id, Lane: name, LaneReason: why, Transports: c.Transports(),
 		BytesIn: c.cnt.bytesIn.Load(), BytesOut: c.cnt.bytesOut.Load(),
 		FramesIn: c.cnt.framesIn.Load(), FramesOut: c.cnt.framesOut.Load(),
 		Age: time.Since(c.born),
 	}
 	if c.lane != nil {
 		s.Local, s.Remote, s.Dialed = c.laddr.String(), c.raddr.String(), c.dialed
-		rtt, closed := tcpInfo(c.lane.tc)
+		rtt, closed := lane.Info(c.lane.tc)
 		s.RTT = rtt
 		s.State = laneState(c.lane, closed)
 		return s

@@ -43,7 +43,7 @@ func (tl *tcpLane) failed() bool {
 	if tl.wshut.Load() {
 		return false
 	}
-	_, closed := tcpInfo(tl.tc)
+	_, closed := lane.Info(tl.tc)
 	return closed
 }
 
@@ -132,26 +132,8 @@ func (lc *laneConns) closeAll() {
 	lc.conns = nil
 	lc.mu.Unlock()
 	for c := range cs {
-		resetTCP(c.lane.tc)
+		lane.Reset(c.lane.tc)
 	}
-}
-
-// setLaneKeepAlive applies a conn's KeepAlive (Config, Dialer or
-// ListenConfig) to its TCP connection: keepalive probes from KeepAlive/2 of
-// silence, KeepAlive/4 apart, three unanswered fail the conn with
-// ECONNRESET (the kernel counts in whole seconds: at least 1 s each).
-// Negative: Go's defaults (15 s). The kernel probes only an idle
-// connection; data unacknowledged is bounded by TCP's retransmissions
-// (tcp_retries2), not here: TCP_USER_TIMEOUT would also end a live conn
-// whose reader stopped reading (zero-window probes count as unanswered,
-// TestTCPLaneStalledReaderKept).
-func setLaneKeepAlive(tc *net.TCPConn, ka time.Duration) {
-	if ka <= 0 {
-		return
-	}
-	_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{
-		Enable: true, Idle: max(ka/2, time.Second), Interval: max(ka/4, time.Second), Count: 3,
-	})
 }
 
 // newLaneConn returns a conn on the TCP lane over tc.
@@ -205,11 +187,11 @@ func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.A
 		err = ErrTransportClosed
 	}
 	if err != nil {
-		resetTCP(tc)
+		lane.Reset(tc)
 		return nil, err
 	}
 	_ = tc.SetDeadline(time.Time{})
-	setLaneKeepAlive(tc, ka)
+	lane.SetKeepAlive(tc, ka)
 	return c, nil
 }
 

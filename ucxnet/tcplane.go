@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -65,16 +64,16 @@ func (l *Listener) openTCPLane() (*tcpListener, error) {
 	if forced == "" && !isUCX(t.eng) && t.haveUCX() {
 		return nil, nil // the in-memory engine of tests: its conns stay on it unless forced
 	}
-	addrs, err := tcpListenAddrs(t.netDevices())
+	addrs, err := lane.ListenAddrs(t.netDevices())
 	if err != nil || len(addrs) == 0 {
 		return nil, err
 	}
 	tl := &tcpListener{l: l, timeout: tcpHandshakeTimeout, pending: map[*net.TCPConn]struct{}{}}
 	port := "0"
 	for _, a := range addrs {
-		ln, err := net.Listen("tcp", net.JoinHostPort(a.bind, port))
+		ln, err := net.Listen("tcp", net.JoinHostPort(a.Bind, port))
 		if err != nil && port != "0" {
-			ln, err = net.Listen("tcp", net.JoinHostPort(a.bind, "0"))
+			ln, err = net.Listen("tcp", net.JoinHostPort(a.Bind, "0"))
 		}
 		if err != nil {
 			tl.close()
@@ -84,7 +83,7 @@ func (l *Listener) openTCPLane() (*tcpListener, error) {
 		tl.lns = append(tl.lns, tln)
 		ap := tln.Addr().(*net.TCPAddr).AddrPort()
 		_, port, _ = net.SplitHostPort(tln.Addr().String())
-		for _, p := range a.publish {
+		for _, p := range a.Publish {
 			tl.endpoints = append(tl.endpoints, netip.AddrPortFrom(p, ap.Port()))
 		}
 	}
@@ -102,77 +101,6 @@ func (t *Transport) netDevices() string {
 		return v
 	}
 	return os.Getenv("UCX_NET_DEVICES")
-}
-
-// listenAddr is one address to bind and the addresses it publishes.
-type listenAddr struct {
-	bind    string
-	publish []netip.Addr
-}
-
-// tcpListenAddrs returns where to listen: every address (published one by
-// one) when devices is "" or "all", else the addresses of the network
-// interfaces devices names (RDMA devices, "mlx5_0:1", are skipped).
-func tcpListenAddrs(devices string) ([]listenAddr, error) {
-	devices = strings.TrimSpace(devices)
-	if devices == "" || devices == "all" {
-		ifs, err := net.Interfaces()
-		if err != nil {
-			return nil, err
-		}
-		var pub []netip.Addr
-		for _, ifc := range ifs {
-			pub = append(pub, ifaceAddrs(ifc)...)
-		}
-		if len(pub) == 0 {
-			return nil, nil
-		}
-		return []listenAddr{{bind: "", publish: pub}}, nil
-	}
-	var out []listenAddr
-	for _, d := range strings.Split(devices, ",") {
-		d = strings.TrimSpace(d)
-		if d == "" || strings.Contains(d, ":") {
-			continue
-		}
-		ifc, err := net.InterfaceByName(d)
-		if err != nil {
-			continue // UCX ignores a device it does not find too
-		}
-		for _, a := range ifaceAddrs(*ifc) {
-			out = append(out, listenAddr{bind: a.String(), publish: []netip.Addr{a}})
-		}
-	}
-	return out, nil
-}
-
-// ifaceAddrs is an up interface's unicast addresses a peer can dial
-// (link-local IPv6, which needs a zone, left out).
-func ifaceAddrs(ifc net.Interface) []netip.Addr {
-	if ifc.Flags&net.FlagUp == 0 {
-		return nil
-	}
-	as, err := ifc.Addrs()
-	if err != nil {
-		return nil
-	}
-	var out []netip.Addr
-	for _, a := range as {
-		ipn, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(ipn.IP)
-		if !ok {
-			continue
-		}
-		ip = ip.Unmap()
-		if ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() {
-			continue
-		}
-		out = append(out, ip)
-	}
-	return out
 }
 
 // close stops accepting, closes the conns still in their preamble and
@@ -208,7 +136,7 @@ func (tl *tcpListener) acceptLoop(ln *net.TCPListener) {
 		backoff = 0
 		if !tl.admit(tc) {
 			tl.l.t.lanes.overCap.Add(1)
-			resetTCP(tc)
+			lane.Reset(tc)
 			continue
 		}
 		tl.wg.Add(1)
@@ -261,12 +189,6 @@ func (tl *tcpListener) done(tc *net.TCPConn) {
 	tl.mu.Unlock()
 }
 
-// resetTCP closes tc with a RST.
-func resetTCP(tc *net.TCPConn) {
-	_ = tc.SetLinger(0)
-	_ = tc.Close()
-}
-
 // serve runs a TCP conn's preamble and hands the conn to Accept.
 func (tl *tcpListener) serve(tc *net.TCPConn) {
 	defer tl.wg.Done()
@@ -277,17 +199,17 @@ func (tl *tcpListener) serve(tc *net.TCPConn) {
 		return
 	}
 	if err != nil {
-		resetTCP(tc)
+		lane.Reset(tc)
 		return
 	}
 	t := tl.l.t
-	setLaneKeepAlive(tc, tl.l.ka)
+	lane.SetKeepAlive(tc, tl.l.ka)
 	ok := t.lanes.add(c) && tl.l.enqueue(c)
 	tl.unreserve()
 	if !ok {
 		t.lanes.remove(c)
 		t.stats.refused.Add(1)
-		resetTCP(tc)
+		lane.Reset(tc)
 		return
 	}
 	t.stats.accepts.Add(1)

@@ -6,6 +6,7 @@ package ucxnet
 // cause owes the peer and the application.
 
 import (
+	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -54,7 +55,7 @@ func endReset(code stream.RstCode, rst rstChoice) endPolicy {
 func (c *Conn) terminate(err error, pol endPolicy) {
 	if c.lane != nil {
 		c.t.lanes.remove(c)
-		resetTCP(c.lane.tc)
+		lane.Reset(c.lane.tc)
 		return
 	}
 	c.mu.Lock()

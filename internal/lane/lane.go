@@ -6,8 +6,10 @@
 // conn its own socket. Decide makes the choice from what the dialer knows
 // before it connects (the registry entry, its own worker address, the
 // configuration) and says why, in the spirit of SMC-R's fallback reasons
-// (smcss). The package also reads and writes the TCP endpoints a listener
-// publishes. It is pure Go.
+// (smcss). The package also holds the kernel-TCP lane's wire and sockets:
+// the TCP endpoints a listener publishes, the preamble each connection
+// starts with, where a listener listens, keepalive and resets. It uses no
+// cgo.
 package lane
 
 import (

@@ -1,4 +1,4 @@
-package ucxnet
+package lane
 
 import (
 	"net"
@@ -7,12 +7,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tcpInfo returns tc's smoothed round trip and whether its connection
+// Info returns tc's smoothed round trip and whether its connection
 // ended abnormally: state TCP_CLOSE, which an orderly end (the peer's FIN:
 // CLOSE_WAIT, TIME_WAIT, ...) never reaches while the socket is open, but a
 // reset or a kernel timeout does. Zero and false if the kernel does not
 // say.
-func tcpInfo(tc *net.TCPConn) (rtt time.Duration, closed bool) {
+func Info(tc *net.TCPConn) (rtt time.Duration, closed bool) {
 	rc, err := tc.SyscallConn()
 	if err != nil {
 		return 0, false
