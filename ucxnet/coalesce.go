@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -46,7 +47,7 @@ const coalesceMax = 32 << 10
 // use of the peer's endpoint and one read of its backlog serve all of it.
 // done = false means none of these worked out: the caller sends p holding
 // the worker. Called with c.wmu held.
-func (c *Conn) writeSmall(sp sendPath, hb, p []byte, frame int, gate bool) (sent int, done bool, err error) {
+func (c *Conn) writeSmall(sp session.SendPath, hb, p []byte, frame int, gate bool) (sent int, done bool, err error) {
 	var pending, free bool
 	err = c.peer.use(func(ep engine.EP) (err error) {
 		bl := c.sh.eng.Backlog(ep)

@@ -495,7 +495,7 @@ func TestWriteBacklogBounded(t *testing.T) {
 	// the 8 windows (32 MiB, less a socket buffer over tcp).
 	var size int
 	var limit uint64
-	switch k := conns[0].(*Conn).peer.path(tr).kind; k {
+	switch k := conns[0].(*Conn).peer.path(tr).Kind; k {
 	case session.PathSharedMemory:
 		size, limit = 4<<10, 4<<20 // shmSmallBacklog (1 MiB) and an open frame per conn
 	case session.PathTCP:
@@ -539,7 +539,7 @@ func TestWriteBacklogBounded(t *testing.T) {
 func TestWriteBacklogEndsOnPeerFailure(t *testing.T) {
 	tr, conns, stopped := connsToDiscarder(t, Config{KeepAlive: 2 * time.Second})
 	size := 64 << 10
-	switch k := conns[0].(*Conn).peer.path(tr).kind; k {
+	switch k := conns[0].(*Conn).peer.path(tr).Kind; k {
 	case session.PathSharedMemory:
 		size = 4 << 10 // small writes are the ones bounded over sm
 	case session.PathTCP:

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -83,6 +85,18 @@ func forEachEngine(t *testing.T, cfg Config, f func(t *testing.T, p *pair)) {
 		}))
 	})
 	t.Run("ucx", func(t *testing.T) { f(t, newPair(t, cfg)) })
+}
+
+// onlyTransports reports whether every UCX transport of tl ("tcp/lo",
+// "posix/memory", ...) is one of names.
+func onlyTransports(tl []string, names ...string) bool {
+	for _, tr := range tl {
+		name, _, _ := strings.Cut(tr, "/")
+		if !slices.Contains(names, name) {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *pair) conns(t testing.TB) (client, server net.Conn) {
@@ -259,7 +273,7 @@ func TestZeroCopyStalledPeer(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	if !c.(*Conn).peer.path(p.client).zeroCopy {
+	if !c.(*Conn).peer.path(p.client).ZeroCopy {
 		t.Skipf("transports %v: writes are copied, not sent zero-copy", c.(*Conn).Transports())
 	}
 	paused, unblock := make(chan struct{}), make(chan struct{})

@@ -3,8 +3,6 @@ package ucxnet
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +27,7 @@ type peer struct {
 	proc stream.ProcID
 	info atomic.Pointer[[]string]
 
-	sp atomic.Pointer[sendPath] // how to send, chosen from the transports (nil: not yet)
+	sp atomic.Pointer[session.SendPath] // how to send, chosen from the transports (nil: not yet)
 
 	epMu sync.RWMutex // held (shared) while ep is used, so it is not closed under a user
 	gone bool         // ep is closed or closing (under epMu)
@@ -79,48 +77,9 @@ type peer struct {
 	unflushed atomic.Int64
 }
 
-// networkFrame is the frame size over RDMA and anything else whose segments
-// ucxnet does not size: large enough to amortise per-frame costs, within
-// 64 KiB.
-const networkFrame = 64<<10 - 1024
-
-// sendPath is how writes go out on a peer's endpoint, chosen once from the
-// UCX transports that carry it.
-type sendPath struct {
-	kind     session.PathKind
-	frame    int  // payload bytes per frame
-	zeroCopy bool // large writes may be sent straight from the writer's memory
-	// known: UCX has said which transports carry the endpoint. Until
-	// then the path may turn out to be shared memory or tcp, and frames
-	// fit the smaller segments of the two.
-	known bool
-}
-
-// peerLimit returns the largest frame the peer whose segments are l takes
-// over sp: over a path not known yet, the smaller of its shared-memory and
-// tcp limits (see sendPath.known).
-func (sp sendPath) peerLimit(l session.SegLimits) int {
-	if !sp.known {
-		return min(l.Shm, l.TCP)
-	}
-	return l.Limit(sp.kind)
-}
-
-// path returns how to send on this peer's endpoint, from the UCX
-// transports that carry it: frames that fit one receive segment of the
-// transport (or of Config.FrameSize; while UCX has not said which
-// transports, the smaller of the shared-memory and tcp segments), and whether UCX may read large
-// writes straight from the writer's pinned memory. Only over shared
-// memory:
-//   - over RDMA it would not be safe: UCX cannot see the Go runtime hand
-//     pages back to the kernel, so a cached registration of Go memory
-//     could go stale;
-//   - over TCP it was faster (1 MiB writes 4.4 vs 3.0 GB/s here), but a
-//     Write waiting on a stopped peer must end by force-closing the
-//     endpoint with its sends in flight, and UCX 1.13's tcp transport then
-//     crashes in ucp_worker_progress once the peer resumes (reproduced
-//     6 times in 8). Copies cost throughput; crashes cost the process.
-func (p *peer) path(t *Transport) sendPath {
+// path returns how to send on this peer's endpoint, chosen once from the
+// UCX transports that carry it (session.ChoosePath).
+func (p *peer) path(t *Transport) session.SendPath {
 	if sp := p.sp.Load(); sp != nil {
 		return *sp
 	}
@@ -129,36 +88,12 @@ func (p *peer) path(t *Transport) sendPath {
 		tl = p.sh.eng.Stats(ep).Transports
 		return nil
 	})
-	sp := sendPath{frame: networkFrame, known: len(tl) > 0}
-	switch {
-	case len(tl) == 0:
-		// not known yet (endpoint still wiring up): ask again next time
-		sp.frame = min(t.shmFrame, t.tcpFrame, networkFrame)
-	case onlyTransports(tl, "posix", "sysv", "cma", "self"):
-		sp = sendPath{kind: session.PathSharedMemory, frame: t.shmFrame, zeroCopy: true}
-	case onlyTransports(tl, "tcp", "self"):
-		sp = sendPath{kind: session.PathTCP, frame: t.tcpFrame}
-	}
-	if t.cfg.FrameSize > 0 {
-		sp.frame = t.cfg.FrameSize
-	}
-	sp.zeroCopy = sp.zeroCopy && !t.cfg.CopyWrites
-	if len(tl) > 0 {
+	sp := session.ChoosePath(tl, session.PathConfig{ShmFrame: t.shmFrame, TCPFrame: t.tcpFrame,
+		FrameSize: t.cfg.FrameSize, CopyWrites: t.cfg.CopyWrites})
+	if sp.Known {
 		p.sp.Store(&sp)
 	}
 	return sp
-}
-
-// onlyTransports reports whether every transport ("tcp/lo",
-// "posix/memory", ...) is one of names.
-func onlyTransports(tl []string, names ...string) bool {
-	for _, tr := range tl {
-		name, _, _ := strings.Cut(tr, "/")
-		if !slices.Contains(names, name) {
-			return false
-		}
-	}
-	return true
 }
 
 // PING answers per peer: at most pongBurst at once and pongRate a second
@@ -488,7 +423,7 @@ func (t *Transport) failSilent(dead []*peer, now time.Time) {
 		// it gracefully there; UCX finishes or fails what it holds.
 		// Elsewhere force the close, which also cancels sends that a dead
 		// peer will never drain (zero-copy writers wait on those).
-		force := p.path(t).kind != session.PathTCP
+		force := p.path(t).Kind != session.PathTCP
 		t.failPeerClose(p, fmt.Sprintf("no answer to keepalive for %v", silent), force)
 	}
 }

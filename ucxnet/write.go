@@ -52,7 +52,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 			return n, err
 		}
 		sp := c.peer.path(c.t)
-		frame := min(c.frame, sp.frame, sp.peerLimit(c.peerSegs))
+		frame := min(c.frame, sp.Frame, sp.PeerLimit(c.peerSegs))
 		small := chunk <= min(frame, coalesceMax)/2
 		sent, err := c.sendChunk(sp, frame, small, !drained, b[n:n+chunk])
 		drained = false
@@ -138,13 +138,13 @@ var errBackedUp = errors.New("ucxnet: peer backed up")
 //     peer;
 //   - over tcp, tcpBacklog held for the peer;
 //   - the engine holds processBacklog, some of it for the peer.
-func (c *Conn) backedUp(sp sendPath, small bool, bl uint64) bool {
+func (c *Conn) backedUp(sp session.SendPath, small bool, bl uint64) bool {
 	switch {
 	case c.peer.unflushed.Load() >= peerBufferMax/4 && c.sh.backlog() >= peerBufferMax:
 		return true
-	case small && sp.kind == session.PathSharedMemory && bl >= shmSmallBacklog:
+	case small && sp.Kind == session.PathSharedMemory && bl >= shmSmallBacklog:
 		return true
-	case sp.kind == session.PathTCP && bl >= tcpBacklog:
+	case sp.Kind == session.PathTCP && bl >= tcpBacklog:
 		return true
 	}
 	return bl > 0 && c.sh.backlog() >= processBacklog
@@ -155,10 +155,10 @@ func (c *Conn) backedUp(sp sendPath, small bool, bl uint64) bool {
 // (small), or copied by UCX. It returns the bytes committed, or
 // errBackedUp (gate: checked first) when the peer must drain first.
 // Called with c.wmu held.
-func (c *Conn) sendChunk(sp sendPath, frame int, small, gate bool, p []byte) (sent int, err error) {
+func (c *Conn) sendChunk(sp session.SendPath, frame int, small, gate bool, p []byte) (sent int, err error) {
 	c.dataHdr = stream.Header{Kind: stream.KindData, ConnID: c.remoteID}.Bytes()
 	hb := c.dataHdr[:]
-	zeroCopy := sp.zeroCopy && len(p) >= ZeroCopyMin
+	zeroCopy := sp.ZeroCopy && len(p) >= ZeroCopyMin
 	if small && !zeroCopy {
 		if sent, done, err := c.writeSmall(sp, hb, p, frame, gate); done {
 			return sent, err

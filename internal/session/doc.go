@@ -29,9 +29,9 @@
 // One file per owned type. A stream's receive side is here: Inbound
 // (reassembly, the receive window, the data not yet read), and its open
 // frame of corked small writes: Cork. So is the keepalive's judgement of
-// a peer (Judge), and the bounds and pools:
-// Bucket (rate limits), BufPool (recycled buffers) and SegLimits (the
-// largest frames a peer takes per path).
+// a peer (Judge), how writes go out on an endpoint (ChoosePath), and the
+// bounds and pools: Bucket (rate limits), BufPool (recycled buffers) and
+// SegLimits (the largest frames a peer takes per path).
 package session
 
 // Lock order and ownership of the session's state, which the ucxnet
