@@ -49,8 +49,7 @@ type Conn struct {
 	// Engine goroutine only.
 	peerProc stream.ProcID
 	// early holds frames that came before the ACCEPT (engine goroutine).
-	early      []earlyFrame
-	earlyBytes int
+	early session.Early
 
 	mu     sync.Mutex
 	state  connState       // its phase and which halves are shut

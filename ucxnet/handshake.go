@@ -422,18 +422,6 @@ func (c *Conn) handleListenerProof(payload []byte) {
 	c.mu.Unlock()
 }
 
-// earlyFrame is a frame for a dialed conn that arrived before its ACCEPT
-// (UCX does not order active messages): it is kept until the ACCEPT says
-// which endpoint the listener's frames come from.
-type earlyFrame struct {
-	h    stream.Header
-	data []byte
-	from uintptr
-}
-
-// maxEarly bounds the frames a dialing conn keeps before its ACCEPT.
-const maxEarly = 64
-
 // stashEarly keeps a DATA, FIN, WINDOW, RST or PING frame that came for a
 // dialing conn before its ACCEPT bound it; it reports whether it took the
 // frame. Engine goroutine.
@@ -448,12 +436,9 @@ func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 	if !dialing {
 		return false
 	}
-	if len(c.early) >= maxEarly || c.earlyBytes+len(ev.Data) > int(c.in.Size()) {
+	if !c.early.Stash(h, ev, int(c.in.Size())) {
 		c.t.foreignFrame()
-		return true
 	}
-	c.early = append(c.early, earlyFrame{h: h, data: append([]byte(nil), ev.Data...), from: ev.From})
-	c.earlyBytes += len(ev.Data)
 	return true
 }
 
@@ -461,14 +446,12 @@ func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 // its ACCEPT bound it; those from another endpoint are dropped. Engine
 // goroutine.
 func (c *Conn) replayEarly() {
-	early := c.early
-	c.early, c.earlyBytes = nil, 0
-	for _, f := range early {
-		if f.from != c.from || c.from == 0 {
+	for _, f := range c.early.Take() {
+		if f.From != c.from || c.from == 0 {
 			c.t.foreignFrame()
 			continue
 		}
-		ev := engine.Event{Kind: engine.Frame, Data: f.data, DataLen: len(f.data), From: f.from}
-		c.handleFrame(f.h, &ev)
+		ev := engine.Event{Kind: engine.Frame, Data: f.Data, DataLen: len(f.Data), From: f.From}
+		c.handleFrame(f.Header, &ev)
 	}
 }

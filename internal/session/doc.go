@@ -26,12 +26,15 @@
 //
 // # What is here
 //
-// One file per owned type. A stream's receive side is here: Inbound
-// (reassembly, the receive window, the data not yet read), and its open
-// frame of corked small writes: Cork. So is the keepalive's judgement of
-// a peer (Judge), how writes go out on an endpoint (ChoosePath), and the
-// bounds and pools: Bucket (rate limits), BufPool (recycled buffers) and
-// SegLimits (the largest frames a peer takes per path).
+// One file per owned type:
+//   - a stream's receive side, Inbound (reassembly, the receive window,
+//     the data not yet read); its open frame of corked small writes, Cork;
+//     the frames that come before a dial's answer, Early;
+//   - the keepalive's judgement of a peer, Judge;
+//   - how writes go out on an endpoint, ChoosePath, and the largest frames
+//     a peer takes per path, SegLimits;
+//   - the bounds and pools: Bucket (rate limits) and BufPool (recycled
+//     buffers).
 package session
 
 // Lock order and ownership of the session's state, which the ucxnet
@@ -55,8 +58,8 @@ package session
 //	Leaves, taken last: BufPool's mutex, Transport.opMu, logLimiter.mu.
 //
 // Owned by a shard's engine goroutine (its HandleEvents and Ticks), read
-// and written there alone: Conn.from, learnFrom, peerProc, early,
-// earlyBytes; peer.pongs; shard.lastSweep. Atomics, each written by one
+// and written there alone: Conn.from, learnFrom, peerProc, early (an
+// Early); peer.pongs; shard.lastSweep. Atomics, each written by one
 // side and read by any: peer.lastRecv, lastPing, rttProbe, rtt,
 // stoppedAt, closing, unflushed, info, sp; Cork's failed flag;
 // outQueue.queued, fresh.
