@@ -235,7 +235,7 @@ func TestPSKUnprovenDialsDoNotStarve(t *testing.T) {
 	require.Eventually(t, func() bool { return p.server.Stats().AuthFailures >= 64-maxPendingAuthPerPeer },
 		10*time.Second, time.Millisecond)
 	ln.mu.Lock()
-	pending := len(ln.pendingAuth)
+	pending := ln.pendingAuth.Len()
 	ln.mu.Unlock()
 	require.LessOrEqual(t, pending, maxPendingAuthPerPeer)
 

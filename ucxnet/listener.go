@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -43,7 +43,7 @@ type Listener struct {
 	ka  time.Duration // the accepted conns' keepalive
 	// pendingAuth holds the conns waiting for a pre-shared-key proof,
 	// oldest first (under mu).
-	pendingAuth []*Conn
+	pendingAuth session.Unproven[*Conn, *peer]
 	addr        Addr
 	queue       chan *Conn
 	mu          sync.Mutex
@@ -167,27 +167,7 @@ func (l *Listener) enqueue(c *Conn) bool {
 func (l *Listener) addPendingAuth(c *Conn) (evict *Conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	oldest, perPeer := -1, 0
-	for i, pc := range l.pendingAuth {
-		if pc.peer == c.peer {
-			if perPeer == 0 {
-				oldest = i
-			}
-			perPeer++
-		}
-	}
-	switch {
-	case perPeer >= maxPendingAuthPerPeer:
-	case len(l.pendingAuth) >= maxPendingAuth:
-		oldest = 0
-	default:
-		oldest = -1
-	}
-	if oldest >= 0 {
-		evict = l.pendingAuth[oldest]
-		l.pendingAuth = append(l.pendingAuth[:oldest], l.pendingAuth[oldest+1:]...)
-	}
-	l.pendingAuth = append(l.pendingAuth, c)
+	evict, _ = l.pendingAuth.Add(c, c.peer, maxPendingAuthPerPeer, maxPendingAuth)
 	return evict
 }
 
@@ -196,9 +176,7 @@ func (l *Listener) addPendingAuth(c *Conn) (evict *Conn) {
 func (l *Listener) removePendingAuth(c *Conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if i := slices.Index(l.pendingAuth, c); i >= 0 {
-		l.pendingAuth = slices.Delete(l.pendingAuth, i, i+1)
-	}
+	l.pendingAuth.Remove(c)
 }
 
 func (l *Listener) isClosed() bool {

@@ -33,6 +33,7 @@
 //   - the keepalive's judgement of a peer, Judge;
 //   - how writes go out on an endpoint, ChoosePath, and the largest frames
 //     a peer takes per path, SegLimits;
+//   - a listener's streams waiting for their dialer's proof, Unproven;
 //   - the bounds and pools: Bucket (rate limits) and BufPool (recycled
 //     buffers).
 package session
@@ -49,7 +50,7 @@ package session
 //	    Conn.mu       state (the phase and which halves are shut), its
 //	                  Inbound, swin, rerr, werr, dErr, linger, the waiter
 //	                  counts and condition channels
-//	      Listener.mu   pendingAuth, queue admission, closed
+//	      Listener.mu   pendingAuth (an Unproven), queue admission, closed
 //	      Conn.out      the open frame of corked writes (Cork's mutex)
 //	  peer.epMu     RW: the endpoint in use (shared) or closing; gone
 //	    the engine's worker (Acquire to GiveBack)
