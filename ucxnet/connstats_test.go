@@ -199,26 +199,6 @@ func TestLoggerRefusedHandshake(t *testing.T) {
 	}
 }
 
-// The records a peer's input causes are rate-limited, and the next one
-// allowed says how many were suppressed.
-func TestLogLimiter(t *testing.T) {
-	var l logLimiter
-	now := time.Unix(1000, 0)
-	for i := 0; i < hostileLogBurst; i++ {
-		ok, _ := l.allow(now)
-		require.True(t, ok, "record %d of the burst", i)
-	}
-	for i := 0; i < 5; i++ {
-		ok, _ := l.allow(now)
-		require.False(t, ok)
-	}
-	ok, suppressed := l.allow(now.Add(time.Second / hostileLogRate))
-	require.True(t, ok, "a token came back")
-	require.Equal(t, uint64(5), suppressed)
-	ok, _ = l.allow(now.Add(time.Second / hostileLogRate))
-	require.False(t, ok)
-}
-
 // snapshotHandler is a slog.Handler that takes a Snapshot of every
 // transport for each record, as a handler adding stats to its records
 // would.

@@ -5,42 +5,8 @@ package ucxnet
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
-
-	"github.com/ucxnet/ucxnet/internal/session"
 )
-
-// hostileLogRate and hostileLogBurst bound the log records that a peer's
-// input can cause (refused handshakes, dropped frames): a token bucket of
-// hostileLogBurst records refilled at hostileLogRate per second. Records
-// beyond it are counted and the count goes into the next one.
-const (
-	hostileLogRate  = 1
-	hostileLogBurst = 10
-)
-
-// logLimiter limits the records a peer's input causes, and counts those
-// it suppressed.
-type logLimiter struct {
-	mu         sync.Mutex
-	b          session.Bucket
-	suppressed uint64
-}
-
-// allow takes a token; it returns false (counting the record) when none is
-// left, else the records suppressed since the last one allowed.
-func (l *logLimiter) allow(now time.Time) (ok bool, suppressed uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.b.Take(now, hostileLogBurst, hostileLogRate) {
-		l.suppressed++
-		return false, 0
-	}
-	s := l.suppressed
-	l.suppressed = 0
-	return true, s
-}
 
 // logEvent logs a rare event that this side's own state causes (a peer
 // failing, a keepalive failure, a lane choice) at level, if a Logger is
@@ -62,7 +28,7 @@ func (t *Transport) logHostile(msg string, args ...any) {
 	if lg == nil || !lg.Enabled(context.Background(), slog.LevelWarn) {
 		return
 	}
-	ok, suppressed := t.logLimit.allow(time.Now())
+	ok, suppressed := t.logLimit.Allow(time.Now())
 	if !ok {
 		return
 	}

@@ -63,9 +63,9 @@ type Transport struct {
 	ops   map[uint64]chan error // flushes and zero-copy sends UCX has not finished, by token
 
 	stats    counters
-	statsSrv *statsock.Server // the stats socket (statsock.go); nil: none
-	logLimit logLimiter       // Config.Logger records a peer's input causes (logger.go)
-	lanes    laneConns        // conns on the kernel-TCP lane (tcpconn.go)
+	statsSrv *statsock.Server   // the stats socket (statsock.go); nil: none
+	logLimit session.LogLimiter // Config.Logger records a peer's input causes (logger.go)
+	lanes    laneConns          // conns on the kernel-TCP lane (tcpconn.go)
 }
 
 // NewTransport starts a transport: a UCP context per worker, Config.Workers

@@ -34,8 +34,8 @@
 //   - how writes go out on an endpoint, ChoosePath, and the largest frames
 //     a peer takes per path, SegLimits;
 //   - a listener's streams waiting for their dialer's proof, Unproven;
-//   - the bounds and pools: Bucket (rate limits) and BufPool (recycled
-//     buffers).
+//   - the bounds and pools: Bucket (rate limits), LogLimiter (the log
+//     records a peer's input causes) and BufPool (recycled buffers).
 package session
 
 // Lock order and ownership of the session's state, which the ucxnet
@@ -56,7 +56,7 @@ package session
 //	    the engine's worker (Acquire to GiveBack)
 //	      outQueue.mu   the shard's queued peers, peer.outQ, failed
 //	      Conn.out      (never under outQueue.mu, nor it under this)
-//	Leaves, taken last: BufPool's mutex, Transport.opMu, logLimiter.mu.
+//	Leaves, taken last: BufPool's and LogLimiter's mutexes, Transport.opMu.
 //
 // Owned by a shard's engine goroutine (its HandleEvents and Ticks), read
 // and written there alone: Conn.from, learnFrom, peerProc, early (an
