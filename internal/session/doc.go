@@ -2,27 +2,30 @@
 // Transport keeps between its engines (internal/engine) and the face that
 // applications see (the ucxnet package's Conn, Listener and Dialer). It
 // imports engine, stream and the pure internal packages only: no cgo, no
-// UCX, no platform code. Platform hooks (the descriptor sweep, the
-// shared-memory FIFO watcher, the stats socket, process lookups, the UCX
-// engine's construction) are handed in by ucxnet as function values or
-// small interfaces.
+// UCX, no platform code. Anything platform-specific (the descriptor sweep,
+// the shared-memory FIFO watcher, the stats socket, process lookups, the
+// UCX engine's construction) stays outside; ucxnet hands in what the
+// session needs of it as function values or small interfaces.
 //
 // # The face and the session
 //
 // The split follows gVisor's gonet, whose TCPConn is a thin blocking face
-// over an endpoint that does the protocol. Here the session's streams do
-// the protocol and block: a stream's Read and Write wait on its own
-// condition, on a cancel channel the face passes in (a deadline's
-// channel), and on the stream's close, and return bare errors. The face
-// owns deadlines and wraps errors in *net.OpError. A session stream
-// blocks itself, rather than offering non-blocking calls and readiness
-// channels, for two reasons:
+// over an endpoint that does the protocol. The session's streams are to
+// do the protocol and block: a stream's Read and Write wait on its own
+// condition, on a cancel channel the face passes in (a deadline's channel)
+// and on the stream's close, and return bare errors; the face owns
+// deadlines and wraps errors in *net.OpError. A stream blocks itself, rather than
+// offering non-blocking calls and readiness channels, for two reasons:
 //   - a blocked Read is woken once, by the frame that readies it; a
 //     readiness channel would add a second wake-up per Read on the hot
 //     path;
 //   - a zero-copy Write lends the caller's memory to UCX until UCX
 //     completes the send: only the session knows when that is, so the
 //     wait for it belongs to the session, not to the face.
+//
+// The conn core (the conn's Read, Write and state machine, the conn and
+// peer tables, dispatch and the handshake) is still in package ucxnet,
+// built from the owned types here; it moves here as that stream.
 //
 // # What is here
 //
