@@ -43,15 +43,13 @@ func (o *Cork) Open(hdr []byte, seq uint64, max int, buf, p []byte) {
 // frame still open that p did not fit in.
 func (o *Cork) Append(p []byte, frame int) (appended, open bool) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.open {
-		return false, false
+	open = o.open
+	if open && len(o.buf)+len(p) <= min(o.max, frame) {
+		o.buf = append(o.buf, p...)
+		appended = true
 	}
-	if len(o.buf)+len(p) > min(o.max, frame) {
-		return false, true
-	}
-	o.buf = append(o.buf, p...)
-	return true, true
+	o.mu.Unlock()
+	return appended, open
 }
 
 // Take closes the frame and returns it for sending, its header copied
@@ -60,14 +58,13 @@ func (o *Cork) Append(p []byte, frame int) (appended, open bool) {
 // caller's from now on.
 func (o *Cork) Take(hdr []byte) (seq uint64, buf []byte, ok bool) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.open {
-		return 0, nil, false
+	if ok = o.open; ok {
+		copy(hdr, o.hdr[:])
+		seq, buf = o.seq, o.buf
+		o.open, o.buf = false, nil
 	}
-	copy(hdr, o.hdr[:])
-	seq, buf = o.seq, o.buf
-	o.open, o.buf = false, nil
-	return seq, buf, true
+	o.mu.Unlock()
+	return seq, buf, ok
 }
 
 // Drop discards the open frame (the stream is reset or failed) and
