@@ -34,12 +34,12 @@ type Conn struct {
 	// shard's engine. Set before the conn is in the conn table.
 	sh *shard
 	// from identifies the UCX endpoint the peer's frames for this conn
-	// come from (engine.Event.From), learnt from its first handshake frame;
-	// frames from anywhere else are dropped. Engine goroutine of sh only.
+	// come from (engine.Event.From), learnt from its ACCEPT (dialed) or
+	// the first frame for it (accepted); frames from anywhere else are
+	// dropped. Engine goroutine of sh only.
 	from uintptr
-	// learnFrom: an accepted conn whose dialer's frames come to another
-	// shard than its CONNECT did; the first frame for it sets from
-	// (Transport.learnFrom). Engine goroutine of sh only.
+	// learnFrom: an accepted conn not bound yet; the first frame for it
+	// sets from (Transport.learnFrom). Engine goroutine of sh only.
 	learnFrom bool
 	// workers: both sides run several workers (stream.FeatureWorkers):
 	// the ACCEPT names the listener's worker that carries the conn. Set

@@ -78,9 +78,8 @@ func (s *shard) tickAll(now time.Time) {
 // and get nil. Before its ACCEPT a dialed conn is bound to nothing: only
 // that answer, from whoever, may bind it (handleHandshake); other frames
 // for it are kept until then (stashEarly) and get nil too. An accepted
-// conn whose dialer's frames come to another shard than its CONNECT did
-// is bound by the first frame for it (learnFrom). A frame that arrives
-// counts as a sign of life of the conn's peer.
+// conn is bound by the first frame for it (learnFrom). A frame that
+// arrives counts as a sign of life of the conn's peer.
 func (t *Transport) connFor(s *shard, h stream.Header, ev *engine.Event, now int64) *Conn {
 	c := t.lookup(h.ConnID)
 	if c == nil {
@@ -126,10 +125,24 @@ func (t *Transport) handleBad(s *shard, ev *engine.Event) {
 	if err != nil || (h.Kind != stream.KindData && h.Kind != stream.KindFin) {
 		return
 	}
-	if c := t.lookup(h.ConnID); c != nil && c.sh == s && c.from == ev.From {
+	if c := t.lookup(h.ConnID); c != nil && t.ownFrame(c, s, ev.From) {
 		t.protocolReset(c)
 		c.terminate(withDetail(ErrReset, "frame %d could not be received", h.Seq), endReset(stream.RstProtocol, rstIfOpen))
 	}
+}
+
+// ownFrame reports whether a frame for c that arrived on shard s from the
+// endpoint from is c's own: from the endpoint c is bound to, or the first
+// for an accepted conn not bound yet, which binds it (learnFrom). Engine
+// goroutine.
+func (t *Transport) ownFrame(c *Conn, s *shard, from uintptr) bool {
+	if c.sh != s {
+		return false
+	}
+	if c.from == 0 && c.learnFrom {
+		t.learnFrom(c, from)
+	}
+	return c.from == from
 }
 
 // handleFrame handles a frame that arrived on shard s.
@@ -149,7 +162,7 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 	if err != nil {
 		t.badFrame()
 		if h.ConnID != 0 && h.Kind != stream.KindConnect {
-			if c := t.lookup(h.ConnID); c != nil && c.sh == s && c.from == ev.From {
+			if c := t.lookup(h.ConnID); c != nil && t.ownFrame(c, s, ev.From) {
 				t.protocolReset(c)
 				c.terminate(withDetail(ErrProtocol, "%v", err), endReset(stream.RstProtocol, rstIfOpen))
 			}

@@ -33,10 +33,12 @@ import (
 //	                    dialer's proof checked out; then the conn reaches
 //	                    Accept. A wrong proof gets REFUSE(auth).
 //
-// A conn is bound to the UCX endpoint its peer's first handshake frame came
-// from (engine.Event.From): frames for it from any other endpoint are dropped
-// and counted (Stats.ForeignFrames), so a third process that learns a conn
-// id cannot inject data or resets into it.
+// A dialed conn is bound to the UCX endpoint its ACCEPT came from
+// (engine.Event.From), an accepted conn to that of the first frame for it
+// (the dialer sends a WINDOW, or its AUTH, at once): only the worker that
+// got the ACCEPT knows its id. Frames for a bound conn from any other
+// endpoint are dropped and counted (Stats.ForeignFrames), so a third
+// process that learns a conn id cannot inject data or resets into it.
 
 // preAcceptWindow is the receive window an accepted conn advertises until
 // Accept takes it; Accept then grows it to Config.Window. A backlog of
@@ -126,7 +128,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		t.refuseAddr(at, hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
 		return
 	}
-	c := t.acceptedConn(l, hello, t.acceptShard(at, &hello), at, from)
+	c := t.acceptedConn(l, hello, t.acceptShard(at, &hello))
 	if err := t.attach(hello.WorkerAddr, c, false, at, from); err != nil {
 		t.stats.refused.Add(1)
 		if err != errTooManyPeers {
@@ -163,19 +165,16 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 	t.sendAccept(c, hello.Name)
 }
 
-// acceptedConn makes the listener side of the conn that hello, a CONNECT's
-// that arrived on shard at from the endpoint from, asks l for, on shard s:
-// open, or waiting for the dialer's proof when l has a key.
-func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, s, at *shard, from uintptr) *Conn {
+// acceptedConn makes the listener side of the conn that hello, a CONNECT's,
+// asks l for, on shard s: open, or waiting for the dialer's proof when l
+// has a key. It is bound to no endpoint yet: the first frame for it does
+// that (learnFrom).
+func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, s *shard) *Conn {
 	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: hello.LocalName, ID: hello.ConnID}, preAcceptWindow)
 	c.remoteID = hello.ConnID
 	c.sh = s
 	c.workers = t.multi() && hello.Features&stream.FeatureWorkers != 0
-	if s == at {
-		c.from = from
-	} else {
-		c.learnFrom = true // the dialer's frames come to s, from an endpoint not known yet
-	}
+	c.learnFrom = true
 	c.peerProc = hello.Proc
 	c.keepAlive = l.ka
 	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
@@ -296,6 +295,10 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		c.state.phase = stateOpen
 		close(c.dialDone)
 		c.mu.Unlock()
+		// The listener's conn is bound by the first frame for it
+		// (learnFrom): send one now, the window the CONNECT offered (a
+		// no-op for the flow), before the conn id reaches anyone else.
+		c.sendWindow(uint64(c.t.cfg.Window))
 		return
 	}
 	// Prove we know the key; the dial completes on the listener's proof

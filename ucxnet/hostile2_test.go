@@ -56,7 +56,9 @@ func testMemClaimedAddressKeepsPeer(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
+	synctest.Wait() // the dialer's first frame for the conn bound the peer
 	real := serverPeerFrom(t, p)
+	require.NotZero(t, real, "the peer's From was not learnt")
 	for i := range 20 {
 		claimConnect(t, p, uint64(5000+i))
 		time.Sleep(50 * time.Millisecond)

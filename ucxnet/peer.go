@@ -159,10 +159,20 @@ func (t *Transport) closeEP(p *peer, force bool) {
 // unanswered.
 var errTooManyPeers = errors.New("ucxnet: CONNECT over the endpoint budget")
 
-// errClaimedAddr means a CONNECT named the worker address of a peer whose
-// frames come from another endpoint than the CONNECT's (a peer of the
-// shard the CONNECT arrived on).
+// errClaimedAddr means a CONNECT named the worker address of a peer with
+// conns whose frames come from another endpoint than the CONNECT's (a peer
+// of the shard the CONNECT arrived on).
 var errClaimedAddr = errors.New("ucxnet: CONNECT from another endpoint than the named worker's")
+
+// claimedLocked reports whether a handshake frame from the endpoint from
+// that names p's worker address claims it: p has conns and its frames come
+// from another endpoint. A peer without conns holds at most a stale From
+// (its worker replaced its endpoint to us, as an idle sweep does): the
+// frame then claims nothing, and a conn bound through p's endpoint notes
+// the new From (noteFromLocked). t.mu is held.
+func claimedLocked(p *peer, from uintptr) bool {
+	return p != nil && p.from != 0 && p.from != from && len(p.conns) > 0
+}
 
 // peerFor returns the peer of shard s for a packed worker address,
 // creating its endpoint on first use: for a dial (dial = true), or to
@@ -183,7 +193,11 @@ func (t *Transport) peerForLocked(s *shard, addr []byte, dial bool, at *shard, f
 		return nil, ErrTransportClosed
 	}
 	if p := s.peers[string(addr)]; p != nil {
-		return p, nil
+		if !p.staleLocked(time.Now()) {
+			return p, nil
+		}
+		s.forgetPeerLocked(p)
+		go t.closeEP(p, false)
 	}
 	if !dial {
 		if t.idlePeersLocked() >= maxIdlePeers {
@@ -233,16 +247,11 @@ func (t *Transport) idlePeersLocked() int {
 func (t *Transport) attach(addr []byte, c *Conn, dial bool, at *shard, from uintptr) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !dial {
-		if q := at.peers[string(addr)]; q != nil && q.from != 0 && q.from != from {
-			// A CONNECT that names the worker address of a peer whose
-			// frames come from another endpoint: a claim (the address is
-			// public, in the registry), not that peer. Binding it would
-			// make the claimer stand for the peer: keep it alive with
-			// junk, or take its From so that the real peer's answers no
-			// longer count.
-			return errClaimedAddr
-		}
+	if !dial && claimedLocked(at.peers[string(addr)], from) {
+		// A CONNECT that names the worker address of a peer with conns
+		// whose frames come from another endpoint: a claim (the address
+		// is public, in the registry), not that peer.
+		return errClaimedAddr
 	}
 	p, err := t.peerForLocked(c.sh, addr, dial, at, from)
 	if err != nil {
@@ -250,20 +259,17 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool, at *shard, from uint
 	}
 	c.peer = p
 	c.dialed = dial
-	if c.state.phase == stateOpen {
-		// An accepted conn that needs no authentication (a dial's From
-		// is learnt from its ACCEPT, an authenticated conn's once its
-		// proof checks out): a dialer that has not proved who it is must
-		// not make its endpoint stand for another worker's peer.
-		t.noteFromLocked(p, c)
-	}
 	t.addConnLocked(c)
 	return nil
 }
 
-// noteFrom records from as the From of p's frames, learnt when a conn to p
-// was bound to it (an accepted CONNECT, a dial's ACCEPT). A peer that made
-// a new endpoint to us since has a new From. t.mu is held.
+// noteFromLocked records c's From as the From of p's frames, once c, a
+// conn to p, was bound by a frame that only p's worker could send: a
+// dial's ACCEPT, which names the conn id its CONNECT sent through p's
+// endpoint, or the first frame for an accepted conn, which names the conn
+// id its ACCEPT sent there (learnFrom). A CONNECT never sets it: its
+// worker address is its sender's word only. A peer that made a new
+// endpoint to us since has a new From. t.mu is held.
 func (t *Transport) noteFromLocked(p *peer, c *Conn) {
 	from := c.from
 	s := p.sh
@@ -285,11 +291,25 @@ func (s *shard) forgetFromLocked(p *peer) {
 
 // Idle endpoints: one that never carried a conn (made to answer a CONNECT
 // with REFUSE) is closed after idleRefusedPeer, one whose conns all left
-// after idlePeer.
+// after idlePeer. One whose conns all left more than idleReuse ago is not
+// given a new conn: it is closed, and the conn gets a new endpoint.
 const (
 	idleRefusedPeer = 2 * time.Second
 	idlePeer        = 10 * time.Second
+	idleReuse       = idlePeer / 2
 )
+
+// staleLocked reports whether p's conns all left more than idleReuse ago
+// (at now). The other side's idle sweep may then have closed its endpoint
+// between the same two workers: UCX pairs the two endpoints into one
+// connection, and closing one end leaves the other sending into nothing,
+// without an error (measured over tcp and sm: none within 5 s). Conns
+// leave both sides within a round trip, so the other side closes no
+// earlier than about idlePeer after this one's idleSince: a peer idle for
+// less than idleReuse still has both ends. t.mu is held.
+func (p *peer) staleLocked(now time.Time) bool {
+	return len(p.conns) == 0 && p.hadConns && now.Sub(p.idleSince) > idleReuse
+}
 
 // sweepEvery is how often the keepalive sweep runs: a sixth of the
 // shortest keepalive in use, within [engine.TickEvery, 1 s].

@@ -24,7 +24,6 @@ package ucxnet
 // Transport.
 
 import (
-	"bytes"
 	"errors"
 	"runtime"
 	"time"
@@ -130,27 +129,6 @@ func (t *Transport) acceptShard(at *shard, hello *stream.Hello) *shard {
 	return t.shards[int(t.nextAccept.Add(1)%uint32(len(t.shards)))]
 }
 
-// ownAddress reports whether addr is one of t's own workers' addresses.
-func (t *Transport) ownAddress(addr []byte) bool {
-	for _, s := range t.shards {
-		if bytes.Equal(addr, s.eng.Address()) {
-			return true
-		}
-	}
-	return false
-}
-
-// peerOf returns the peer for a worker address on any shard (nil: none).
-// t.mu is held.
-func (t *Transport) peerOfLocked(addr []byte) *peer {
-	for _, s := range t.shards {
-		if p := s.peers[string(addr)]; p != nil {
-			return p
-		}
-	}
-	return nil
-}
-
 // engineStats adds up the engines' counters.
 func (t *Transport) engineStats() engine.Stats {
 	var sum engine.Stats
@@ -180,16 +158,16 @@ func (t *Transport) allPeersLocked() []*peer {
 // Why an ACCEPT's worker address is refused (rebindAccept).
 var (
 	errAcceptNoAddr = errors.New("it names no worker address")
-	errAcceptClaim  = errors.New("it names the worker of a peer whose frames come from another endpoint")
+	errAcceptClaim  = errors.New("it names the worker of a peer with conns whose frames come from another endpoint")
 )
 
 // rebindAccept moves c, a dialed conn whose ACCEPT (from the endpoint
 // from, on c's shard) said stream.FeatureWorkers, to the peer for the
 // listener's worker that the ACCEPT names, making its endpoint if need
 // be. The address is refused if it is empty or claimed (a peer of c's
-// shard has it and its frames come from elsewhere: binding would make the
-// sender stand for that peer); the engine validates a new one before UCX
-// sees it. c.mu is not held.
+// shard with conns has it and its frames come from elsewhere: binding
+// would make the sender stand for that peer, claimedLocked); the engine
+// validates a new one before UCX sees it. c.mu is not held.
 func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 	if len(addr) == 0 {
 		return errAcceptNoAddr
@@ -198,10 +176,10 @@ func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 	defer t.mu.Unlock()
 	s := c.sh
 	p := s.peers[string(addr)]
-	if p != nil && p.from != 0 && p.from != from {
+	if claimedLocked(p, from) {
 		return errAcceptClaim
 	}
-	if p == nil {
+	if p == nil || p.staleLocked(time.Now()) {
 		var err error
 		if p, err = t.peerForLocked(s, addr, true, nil, 0); err != nil {
 			return err
@@ -218,10 +196,13 @@ func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 	return nil
 }
 
-// learnFrom binds c, an accepted conn whose dialer's frames come to
-// another worker than its CONNECT did, to the endpoint from: the first
-// frame that names it on its shard. Only the dialer got c's id (in the
-// ACCEPT), so that frame is its. Engine goroutine of c's shard.
+// learnFrom binds c, an accepted conn, to the endpoint from: that of the
+// first frame that names it on its shard, and notes it as its peer's
+// (noteFromLocked). Only the worker at the address its CONNECT named got
+// c's id (in the ACCEPT, sent through that peer's endpoint), so that frame
+// is its; the CONNECT's own sender is not (its address is its word only,
+// and with several workers the dialer's frames come to another worker
+// than its CONNECT did). Engine goroutine of c's shard.
 func (t *Transport) learnFrom(c *Conn, from uintptr) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
