@@ -174,6 +174,9 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 		t.handleConnect(s, ev.Data, ev.From)
 		return
 	}
+	if h.Kind == stream.KindAccept && t.unmatchedAccept(s, h, ev, now) {
+		return
+	}
 	c := t.connFor(s, h, ev, now)
 	if c == nil {
 		return
@@ -198,6 +201,41 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 	default:
 		c.handleFrame(h, ev)
 	}
+}
+
+// unmatchedAccept sees to an ACCEPT that arrived on shard s and matches
+// no dial of ours waiting there (nor repeats the one that answered it):
+// it answers with an RST naming the conn id in the ACCEPT's Hello, as TCP
+// answers an unexpected SYN-ACK, if the ACCEPT came from the endpoint of
+// one of s's peers. A CONNECT that named one of our workers' addresses
+// but was not ours (forged) thus costs its listener no conn for longer
+// than a round trip. It reports whether it took the frame; a Hello that
+// does not decode is left to the handshake, which counts it. Engine
+// goroutine.
+func (t *Transport) unmatchedAccept(s *shard, h stream.Header, ev *engine.Event, now int64) bool {
+	var hello stream.Hello
+	if hello.UnmarshalBinary(ev.Data) != nil || hello.ConnID == 0 {
+		return false
+	}
+	if c := t.lookup(h.ConnID); c != nil && c.sh == s {
+		c.mu.Lock()
+		waiting := c.dialed && c.from == 0 && (c.state.phase == stateDialing || c.state.phase == stateAbandoned)
+		answered := c.dialed && c.remoteID == hello.ConnID
+		c.mu.Unlock()
+		if waiting || answered {
+			return false
+		}
+	}
+	t.stats.unknownConn.Add(1)
+	t.mu.RLock()
+	p := s.peersByFrom[ev.From]
+	t.mu.RUnlock()
+	if p != nil {
+		t.stats.resetsSent.Add(1)
+		_ = t.sendCtl(p, stream.Header{Kind: stream.KindRst, ConnID: hello.ConnID, Aux: uint64(stream.RstUnknownConn)})
+	}
+	t.strayFrame(s, h, ev, now)
+	return true
 }
 
 // errEngineClosed ends the operations still waiting when the engine is

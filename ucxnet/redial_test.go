@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -183,4 +184,35 @@ func testRedialAfterIdleSweep(t *testing.T, p *pair, listenerFirst bool) {
 	require.Equal(t, c1.sh.idx, c2.sh.idx, "the redial left the dialer's worker")
 	require.Equal(t, s1.sh.idx, s2.sh.idx, "the redial left the listener's worker")
 	echoes(t, c2, "after the redial")
+}
+
+// A CONNECT from an endpoint the listener never heard of names the worker
+// address of a dialer whose conns live on another listener worker than
+// the first; the conn it makes is accepted there, and its ACCEPT reaches
+// that dialer worker, which dialed nothing of the kind: the dialer
+// answers with an RST, and the listener's conn is reset. Before, it
+// stayed open and unbound for as long as the dialer lived (its keepalive
+// PINGs were answered as strays), so such CONNECTs filled the accept
+// backlog and the application (finding 4).
+func TestMemForgedConnectReset(t *testing.T) {
+	p := newMemPair(t, Config{Window: 256 << 10, Workers: 2, KeepAlive: 300 * time.Millisecond})
+	c1, s1 := dialPinned(t, p.pair)
+	rst := p.client.Stats().ResetsSent
+	p.server.nextAccept.Store(0) // the forged conn: shard 1, with s1
+	hello := stream.Hello{ConnID: 777, EagerMax: 1 << 20, Window: 1 << 16, Name: p.ln.Addr().String(),
+		WorkerAddr: c1.sh.eng.Address(), Features: stream.FeatureWorkers}
+	b, err := hello.MarshalBinary()
+	require.NoError(t, err)
+	hb := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
+	p.srvEng.Inject(memAttacker, hb[:], b)
+	zc, err := p.ln.Accept()
+	require.NoError(t, err)
+	defer zc.Close()
+	z := zc.(*Conn)
+	require.Equal(t, s1.sh, z.sh, "the forged conn is not on the honest conn's worker")
+	require.NoError(t, z.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = z.Read(make([]byte, 1))
+	require.ErrorIs(t, err, syscall.ECONNRESET, "the forged conn was not reset")
+	require.Greater(t, p.client.Stats().ResetsSent, rst)
+	echoes(t, c1, "the honest conn after the forged one")
 }

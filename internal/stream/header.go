@@ -102,8 +102,9 @@ const (
 	// sent by this version (an overrun is reset with RstProtocol); kept so
 	// that a receiver names it.
 	RstWindow RstCode = 3
-	// RstUnknownConn would answer a frame addressed to a conn id that does
-	// not exist. Never sent by this version (such frames are dropped).
+	// RstUnknownConn answers an ACCEPT that matches no dial of the
+	// receiver's (other frames for a conn id that does not exist are
+	// dropped).
 	RstUnknownConn RstCode = 4
 	// RstShutdown reports that the transport is closing.
 	RstShutdown RstCode = 5
