@@ -39,8 +39,10 @@ type Conn struct {
 	// dropped. Engine goroutine of sh only.
 	from uintptr
 	// learnFrom: an accepted conn not bound yet; the first frame for it
-	// sets from (Transport.learnFrom). Engine goroutine of sh only.
-	learnFrom bool
+	// sets from (Transport.learnFrom). Engine goroutine of sh only, as is
+	// unboundProbed: the keepalive sweep sent it a PING of its own while
+	// unbound (unbound.go).
+	learnFrom, unboundProbed bool
 	// workers: both sides run several workers (stream.FeatureWorkers):
 	// the ACCEPT names the listener's worker that carries the conn. Set
 	// before the conn is in the conn table.

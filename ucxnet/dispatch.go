@@ -95,7 +95,7 @@ func (t *Transport) connFor(s *shard, h stream.Header, ev *engine.Event, now int
 	if c.from != ev.From {
 		switch {
 		case c.from == 0 && (h.Kind == stream.KindAccept || h.Kind == stream.KindRefuse):
-		case c.from == 0 && c.learnFrom && h.Kind != stream.KindAccept && h.Kind != stream.KindRefuse:
+		case c.from == 0 && c.learnFrom && h.Kind != stream.KindAccept && h.Kind != stream.KindRefuse && !strayPong(h):
 			t.learnFrom(c, ev.From)
 		case c.from == 0 && c.stashEarly(h, ev):
 			return nil
@@ -273,7 +273,7 @@ func (t *Transport) strayFrame(s *shard, h stream.Header, ev *engine.Event, now 
 		p.notePong(time.Unix(0, now))
 	}
 	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply == 0 && h.Aux != 0 && p.allowPong(now) {
-		_ = t.sendCtl(p, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: h.Aux, Aux: h.Aux})
+		_ = t.sendCtl(p, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: h.Aux}) // no Aux: strayPong
 	}
 }
 

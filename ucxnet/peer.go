@@ -353,6 +353,7 @@ func (s *shard) sweepOnce(now time.Time, stalled bool) {
 	t := s.t
 	var probes []probe
 	var dead, idle []*peer
+	var unboundProbe, unboundReset []*Conn
 	t.mu.Lock()
 	for _, p := range s.peers {
 		if len(p.conns) == 0 {
@@ -366,6 +367,7 @@ func (s *shard) sweepOnce(now time.Time, stalled bool) {
 			}
 			continue
 		}
+		unboundProbe, unboundReset = unboundLocked(p, now, unboundProbe, unboundReset)
 		switch v, c := livenessLocked(p, now, stalled); v {
 		case session.Probe:
 			probes = append(probes, probe{p, c})
@@ -379,6 +381,7 @@ func (s *shard) sweepOnce(now time.Time, stalled bool) {
 		t.closeEP(p, false)
 	}
 	t.sendProbes(probes, now)
+	t.checkUnbound(unboundProbe, unboundReset)
 	t.failSilent(dead, now)
 }
 

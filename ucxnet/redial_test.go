@@ -216,3 +216,46 @@ func TestMemForgedConnectReset(t *testing.T) {
 	require.Greater(t, p.client.Stats().ResetsSent, rst)
 	echoes(t, c1, "the honest conn after the forged one")
 }
+
+// A forged CONNECT naming a dialer worker's address lands on a listener
+// worker whose endpoint to that dialer worker is new, so the dialer cannot
+// tell its ACCEPT from whom and sends no RST; an honest conn of that
+// dialer worker then lands on the same listener worker, which keeps the
+// peer alive, and makes the endpoint known to the dialer, which from then
+// on answers the forged conn's PINGs as strays. The forged conn must still
+// be reset: nothing binds it, and a conn unbound after twice its KeepAlive
+// is reset. Before, the stray answers bound it and it stayed open.
+func TestMemUnboundConnReset(t *testing.T) {
+	p := newMemPair(t, Config{Window: 256 << 10, Workers: 2, KeepAlive: 300 * time.Millisecond})
+	_, s1 := dialPinned(t, p.pair) // client worker 1, server worker 1
+	addr := []byte(s1.peer.addr)   // the client worker's address
+	p.server.nextAccept.Store(1)   // the forged conn: server worker 0
+	hello := stream.Hello{ConnID: 777, EagerMax: 1 << 20, Window: 1 << 16, Name: p.ln.Addr().String(),
+		WorkerAddr: addr, Features: stream.FeatureWorkers}
+	b, err := hello.MarshalBinary()
+	require.NoError(t, err)
+	hb := stream.Header{Kind: stream.KindConnect, Length: uint32(len(b))}.Bytes()
+	p.srvEng.Inject(memAttacker, hb[:], b)
+	zc, err := p.ln.Accept()
+	require.NoError(t, err)
+	defer zc.Close()
+	z := zc.(*Conn)
+	require.Equal(t, 0, z.sh.idx)
+	// The honest conn from the same client worker, on server worker 0.
+	p.client.nextDial.Store(0)
+	p.server.nextAccept.Store(1)
+	acc := make(chan net.Conn, 1)
+	go func() { s, _ := p.ln.Accept(); acc <- s }()
+	c2, err := p.dialer.Dial(Network, p.ln.Addr().String())
+	require.NoError(t, err)
+	defer c2.Close()
+	s2 := (<-acc).(*Conn)
+	defer s2.Close()
+	require.Same(t, z.peer, s2.peer, "the honest conn is not on the forged conn's peer")
+	go func() { _, _ = io.Copy(s2, s2) }()
+	require.NoError(t, z.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = z.Read(make([]byte, 1))
+	require.ErrorIs(t, err, syscall.ECONNRESET, "the unbound conn was not reset")
+	require.ErrorContains(t, err, "sent nothing")
+	echoes(t, c2, "the honest conn after the reset")
+}
