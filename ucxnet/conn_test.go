@@ -31,6 +31,9 @@ type pair struct {
 	server, client *Transport
 	ln             net.Listener
 	dialer         *Dialer
+	// newT starts another transport of the pair's kind (the caller
+	// closes it).
+	newT func(Config) *Transport
 }
 
 // newPair starts a pair of transports with cfg and a listener on the
@@ -58,7 +61,7 @@ func newPairOf(t testing.TB, cfg Config, newT func(Config) *Transport) *pair {
 	lc := ListenConfig{Transport: s}
 	ln, err := lc.Listen(t.Context(), Network, "")
 	require.NoError(t, err)
-	p := &pair{server: s, client: c, ln: ln, dialer: &Dialer{Transport: c, Timeout: 10 * time.Second}}
+	p := &pair{server: s, client: c, ln: ln, dialer: &Dialer{Transport: c, Timeout: 10 * time.Second}, newT: newT}
 	t.Cleanup(func() {
 		ln.Close()
 		c.Close()
@@ -70,14 +73,21 @@ func newPairOf(t testing.TB, cfg Config, newT func(Config) *Transport) *pair {
 // forEachEngine runs f as two subtests over pairs with cfg: "mem", over
 // the in-memory engine (internal/engine/memengine), which runs in every
 // build, and "ucx", over UCX, which skips (saying why) in a build without
-// it. One conn-level test, both engines. The mem pair's transports run as
-// many workers as the UCX pair's (UCXNET_WORKERS, two in these tests).
+// it (unless cfg forces the kernel-TCP lane). One conn-level test, both
+// engines. The mem pair's transports run as many workers as the UCX
+// pair's (UCXNET_WORKERS, two in these tests).
 func forEachEngine(t *testing.T, cfg Config, f func(t *testing.T, p *pair)) {
 	t.Run("mem", func(t *testing.T) {
 		n := memengine.NewNetwork()
 		mcfg := cfg
 		if mcfg.StatsDir == "" {
 			mcfg.StatsDir = StatsOff
+		}
+		if mcfg.Lane == LaneUCX {
+			// The engine's own lane: a forced UCX lane would refuse the
+			// in-memory engine's addresses (no UCX worker's), and its
+			// listeners publish no TCP endpoint unless a lane is forced.
+			mcfg.Lane = ""
 		}
 		f(t, newPairOf(t, mcfg, func(cfg Config) *Transport {
 			tr, _ := newMemTransport(t, n, cfg)

@@ -20,80 +20,81 @@ import (
 func TestConnStatsCounts(t *testing.T) {
 	for _, lane := range []string{LaneUCX, LaneTCP} {
 		t.Run(lane, func(t *testing.T) {
-			p := newPair(t, Config{Lane: lane})
-			c, s := p.conns(t)
-			defer c.Close()
-			defer s.Close()
-			cc, sc := c.(*Conn), s.(*Conn)
+			forEachEngine(t, Config{Lane: lane}, func(t *testing.T, p *pair) {
+				c, s := p.conns(t)
+				defer c.Close()
+				defer s.Close()
+				cc, sc := c.(*Conn), s.(*Conn)
 
-			const up, down = 300_000, 1234
-			wrote := make(chan error, 1)
-			go func() {
-				_, err := c.Write(bytes.Repeat([]byte("u"), up))
-				wrote <- err
-			}()
-			_, err := io.ReadFull(s, make([]byte, up))
-			require.NoError(t, err)
-			// The peer can have every byte before Write returns and
-			// counts them (the kernel-TCP lane): wait for it.
-			require.NoError(t, <-wrote)
-			_, err = s.Write(bytes.Repeat([]byte("d"), down))
-			require.NoError(t, err)
-			_, err = io.ReadFull(c, make([]byte, down))
-			require.NoError(t, err)
+				const up, down = 300_000, 1234
+				wrote := make(chan error, 1)
+				go func() {
+					_, err := c.Write(bytes.Repeat([]byte("u"), up))
+					wrote <- err
+				}()
+				_, err := io.ReadFull(s, make([]byte, up))
+				require.NoError(t, err)
+				// The peer can have every byte before Write returns and
+				// counts them (the kernel-TCP lane): wait for it.
+				require.NoError(t, <-wrote)
+				_, err = s.Write(bytes.Repeat([]byte("d"), down))
+				require.NoError(t, err)
+				_, err = io.ReadFull(c, make([]byte, down))
+				require.NoError(t, err)
 
-			cs, ss := cc.Stats(), sc.Stats()
-			require.Equal(t, uint64(up), cs.BytesOut)
-			require.Equal(t, uint64(down), cs.BytesIn)
-			require.Equal(t, uint64(up), ss.BytesIn)
-			require.Equal(t, uint64(down), ss.BytesOut)
-			require.Equal(t, lane, cs.Lane)
-			require.Equal(t, lane, ss.Lane)
-			require.NotEmpty(t, cs.LaneReason)
-			require.NotEmpty(t, cs.Transports)
-			require.True(t, cs.Dialed)
-			require.False(t, ss.Dialed)
-			require.Equal(t, ConnOpen, cs.State)
-			require.Positive(t, cs.Age)
-			if lane == LaneUCX {
-				require.Positive(t, ss.FramesIn)
-				require.Positive(t, ss.RecvWindow)
-				// Every frame sent was received (all bytes were read); the
-				// sender counts a frame once UCX took it, which may come
-				// just after its arrival.
-				require.Eventually(t, func() bool { return cc.Stats().FramesOut == sc.Stats().FramesIn }, 10*time.Second, time.Millisecond)
-			} else {
-				require.Zero(t, cs.FramesOut)
-				require.Positive(t, cs.RTT, "the kernel's estimate")
-			}
+				cs, ss := cc.Stats(), sc.Stats()
+				require.Equal(t, uint64(up), cs.BytesOut)
+				require.Equal(t, uint64(down), cs.BytesIn)
+				require.Equal(t, uint64(up), ss.BytesIn)
+				require.Equal(t, uint64(down), ss.BytesOut)
+				require.Equal(t, lane, cs.Lane)
+				require.Equal(t, lane, ss.Lane)
+				require.NotEmpty(t, cs.LaneReason)
+				require.NotEmpty(t, cs.Transports)
+				require.True(t, cs.Dialed)
+				require.False(t, ss.Dialed)
+				require.Equal(t, ConnOpen, cs.State)
+				require.Positive(t, cs.Age)
+				if lane == LaneUCX {
+					require.Positive(t, ss.FramesIn)
+					require.Positive(t, ss.RecvWindow)
+					// Every frame sent was received (all bytes were read); the
+					// sender counts a frame once UCX took it, which may come
+					// just after its arrival.
+					require.Eventually(t, func() bool { return cc.Stats().FramesOut == sc.Stats().FramesIn }, 10*time.Second, time.Millisecond)
+				} else {
+					require.Zero(t, cs.FramesOut)
+					require.Positive(t, cs.RTT, "the kernel's estimate")
+				}
 
-			// Addresses: "name:id" at both ends, one end's local the other's remote.
-			require.Equal(t, c.LocalAddr().String(), s.RemoteAddr().String())
-			require.Equal(t, s.LocalAddr().String(), c.RemoteAddr().String())
-			require.Equal(t, cs.Local, c.LocalAddr().String())
-			require.Equal(t, cs.Remote, ss.Local)
-			for _, tc := range []struct {
-				a    net.Addr
-				host string
-				id   uint64
-			}{
-				{c.LocalAddr(), p.client.Name(), cc.id},
-				{c.RemoteAddr(), p.ln.Addr().String(), sc.id},
-				{s.LocalAddr(), p.ln.Addr().String(), sc.id},
-				{s.RemoteAddr(), p.client.Name(), cc.id},
-			} {
-				host, port, err := net.SplitHostPort(tc.a.String())
-				require.NoError(t, err, tc.a.String())
-				require.Equal(t, tc.host, host)
-				require.Equal(t, formatID(tc.id), port)
-			}
+				// Addresses: "name:id" at both ends, one end's local the other's remote.
+				require.Equal(t, c.LocalAddr().String(), s.RemoteAddr().String())
+				require.Equal(t, s.LocalAddr().String(), c.RemoteAddr().String())
+				require.Equal(t, cs.Local, c.LocalAddr().String())
+				require.Equal(t, cs.Remote, ss.Local)
+				for _, tc := range []struct {
+					a    net.Addr
+					host string
+					id   uint64
+				}{
+					{c.LocalAddr(), p.client.Name(), cc.id},
+					{c.RemoteAddr(), p.ln.Addr().String(), sc.id},
+					{s.LocalAddr(), p.ln.Addr().String(), sc.id},
+					{s.RemoteAddr(), p.client.Name(), cc.id},
+				} {
+					host, port, err := net.SplitHostPort(tc.a.String())
+					require.NoError(t, err, tc.a.String())
+					require.Equal(t, tc.host, host)
+					require.Equal(t, formatID(tc.id), port)
+				}
 
-			// Half-closes show in the state.
-			require.NoError(t, sc.CloseWrite())
-			_, err = c.Read(make([]byte, 1))
-			require.Equal(t, io.EOF, err)
-			require.Equal(t, ConnWriteClosed, sc.Stats().State)
-			require.Equal(t, ConnReadClosed, cc.Stats().State)
+				// Half-closes show in the state.
+				require.NoError(t, sc.CloseWrite())
+				_, err = c.Read(make([]byte, 1))
+				require.Equal(t, io.EOF, err)
+				require.Equal(t, ConnWriteClosed, sc.Stats().State)
+				require.Equal(t, ConnReadClosed, cc.Stats().State)
+			})
 		})
 	}
 }
@@ -130,27 +131,28 @@ func TestDialConnAddr(t *testing.T) {
 func TestTransportConns(t *testing.T) {
 	for _, lane := range []string{LaneUCX, LaneTCP} {
 		t.Run(lane, func(t *testing.T) {
-			p := newPair(t, Config{Lane: lane})
-			c1, s1 := p.conns(t)
-			c2, s2 := p.conns(t)
-			ids := func(tr *Transport) []uint64 {
-				var out []uint64
-				for _, cs := range tr.Conns() {
-					out = append(out, cs.ID)
+			forEachEngine(t, Config{Lane: lane}, func(t *testing.T, p *pair) {
+				c1, s1 := p.conns(t)
+				c2, s2 := p.conns(t)
+				ids := func(tr *Transport) []uint64 {
+					var out []uint64
+					for _, cs := range tr.Conns() {
+						out = append(out, cs.ID)
+					}
+					return out
 				}
-				return out
-			}
-			require.ElementsMatch(t, []uint64{c1.(*Conn).id, c2.(*Conn).id}, ids(p.client))
-			require.ElementsMatch(t, []uint64{s1.(*Conn).id, s2.(*Conn).id}, ids(p.server))
-			require.Equal(t, c1.(*Conn).id, p.client.Conns()[0].ID, "oldest first")
+				require.ElementsMatch(t, []uint64{c1.(*Conn).id, c2.(*Conn).id}, ids(p.client))
+				require.ElementsMatch(t, []uint64{s1.(*Conn).id, s2.(*Conn).id}, ids(p.server))
+				require.Equal(t, c1.(*Conn).id, p.client.Conns()[0].ID, "oldest first")
 
-			c1.Close()
-			s1.Close()
-			require.Eventually(t, func() bool { return len(ids(p.client)) == 1 && len(ids(p.server)) == 1 }, 10*time.Second, 5*time.Millisecond)
-			require.Equal(t, []uint64{c2.(*Conn).id}, ids(p.client))
-			c2.Close()
-			s2.Close()
-			require.Eventually(t, func() bool { return len(ids(p.client)) == 0 && len(ids(p.server)) == 0 }, 10*time.Second, 5*time.Millisecond)
+				c1.Close()
+				s1.Close()
+				require.Eventually(t, func() bool { return len(ids(p.client)) == 1 && len(ids(p.server)) == 1 }, 10*time.Second, 5*time.Millisecond)
+				require.Equal(t, []uint64{c2.(*Conn).id}, ids(p.client))
+				c2.Close()
+				s2.Close()
+				require.Eventually(t, func() bool { return len(ids(p.client)) == 0 && len(ids(p.server)) == 0 }, 10*time.Second, 5*time.Millisecond)
+			})
 		})
 	}
 }
@@ -188,13 +190,14 @@ func TestLoggerRefusedHandshake(t *testing.T) {
 	for _, lane := range []string{LaneUCX, LaneTCP} {
 		t.Run(lane, func(t *testing.T) {
 			var buf syncBuffer
-			p := newPair(t, Config{Lane: lane, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
-			ln := pskListener(t, p, bytes.Repeat([]byte("k"), MinPSKLen))
-			_, err := p.dialer.Dial(Network, ln.Addr().String())
-			require.Error(t, err, "a dialer without the key")
-			require.Eventually(t, func() bool { return bytes.Contains([]byte(buf.String()), []byte("refused")) }, 10*time.Second, 5*time.Millisecond)
-			require.Contains(t, buf.String(), "level=WARN")
-			require.Contains(t, buf.String(), "transport="+p.server.Name())
+			forEachEngine(t, Config{Lane: lane, Logger: slog.New(slog.NewTextHandler(&buf, nil))}, func(t *testing.T, p *pair) {
+				ln := pskListener(t, p, bytes.Repeat([]byte("k"), MinPSKLen))
+				_, err := p.dialer.Dial(Network, ln.Addr().String())
+				require.Error(t, err, "a dialer without the key")
+				require.Eventually(t, func() bool { return bytes.Contains([]byte(buf.String()), []byte("refused")) }, 10*time.Second, 5*time.Millisecond)
+				require.Contains(t, buf.String(), "level=WARN")
+				require.Contains(t, buf.String(), "transport="+p.server.Name())
+			})
 		})
 	}
 }

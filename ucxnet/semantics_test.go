@@ -229,28 +229,28 @@ func TestServiceName(t *testing.T) {
 }
 
 func TestTransportCloseResetsPeers(t *testing.T) {
-	p := newPair(t, Config{})
-	c, s := p.conns(t)
-	defer c.Close()
-	defer s.Close()
-	other, err := NewTransport(Config{Registry: p.server.Registry()})
-	require.NoError(t, err)
-	d := Dialer{Transport: other}
-	oc, err := d.Dial(Network, p.ln.Addr().String())
-	require.NoError(t, err)
-	os, err := p.ln.Accept()
-	require.NoError(t, err)
-	require.NoError(t, other.Close())
-	_, err = os.Read(make([]byte, 1))
-	require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
-	_, err = oc.Read(make([]byte, 1))
-	require.Error(t, err)
-	// Conns on other transports are untouched.
-	go c.Write([]byte("still here"))
-	buf := make([]byte, 10)
-	_, err = io.ReadFull(s, buf)
-	require.NoError(t, err)
-	require.True(t, bytes.Equal(buf, []byte("still here")))
+	forEachEngine(t, Config{}, func(t *testing.T, p *pair) {
+		c, s := p.conns(t)
+		defer c.Close()
+		defer s.Close()
+		other := p.newT(Config{Registry: p.server.Registry()})
+		d := Dialer{Transport: other}
+		oc, err := d.Dial(Network, p.ln.Addr().String())
+		require.NoError(t, err)
+		os, err := p.ln.Accept()
+		require.NoError(t, err)
+		require.NoError(t, other.Close())
+		_, err = os.Read(make([]byte, 1))
+		require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
+		_, err = oc.Read(make([]byte, 1))
+		require.Error(t, err)
+		// Conns on other transports are untouched.
+		go c.Write([]byte("still here"))
+		buf := make([]byte, 10)
+		_, err = io.ReadFull(s, buf)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(buf, []byte("still here")))
+	})
 }
 
 // Many tiny writes to a reader that is not reading all arrive, in order
