@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ucxnet/ucxnet/internal/session"
 )
 
 // waitDrained waits (bounded: a leak, not slowness, fails it) until both
@@ -56,13 +58,13 @@ func TestMemCloseBothEndsRace(t *testing.T) {
 		require.Eventually(t, func() bool {
 			sc.mu.Lock()
 			defer sc.mu.Unlock()
-			return sc.state.closed
+			return sc.state.Closed
 		}, 10*time.Second, time.Millisecond, "Close did not start")
 		require.NoError(t, c.Close()) // its FIN reaches sc while sc's Close is parked
 		require.Eventually(t, func() bool {
 			sc.mu.Lock()
 			defer sc.mu.Unlock()
-			return sc.state.finIn || sc.state.phase == stateDone
+			return sc.state.FinIn || sc.state.Phase == session.PhaseDone
 		}, 10*time.Second, time.Millisecond, "the client's FIN did not arrive")
 		sc.wmu.Unlock()
 		require.NoError(t, <-closed)

@@ -54,7 +54,7 @@ type Conn struct {
 	early session.Early
 
 	mu     sync.Mutex
-	state  connState       // its phase and which halves are shut
+	state  session.State   // its phase and which halves are shut
 	in     session.Inbound // what arrived and is not read yet, and the receive window
 	rerr   error           // reset / failure, reported after buffered data
 	rwait  int             // readers waiting
@@ -181,7 +181,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 	c.mu.Lock()
 	for {
-		if c.state.closed {
+		if c.state.Closed {
 			c.mu.Unlock()
 			return 0, c.opErr("read", net.ErrClosed)
 		}
@@ -198,7 +198,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			var doneBuf [8]stream.Ref
 			n, done := c.in.Read(b, doneBuf[:0])
 			limit, send := c.in.Consume(n)
-			open := c.state.windowOpen()
+			open := c.state.WindowOpen()
 			c.mu.Unlock()
 			c.sh.eng.Release(done...)
 			if send && open {
@@ -206,7 +206,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			}
 			return n, nil
 		}
-		if c.state.finIn {
+		if c.state.FinIn {
 			// Everything the peer sent was read: a failure after its FIN
 			// (say, its process exiting) changes nothing for reads.
 			c.mu.Unlock()
@@ -233,7 +233,7 @@ func (c *Conn) accepted() {
 	}
 	c.mu.Lock()
 	limit, send := c.in.Resize(uint32(c.t.cfg.Window))
-	open := c.state.windowOpen()
+	open := c.state.WindowOpen()
 	c.mu.Unlock()
 	if send && open {
 		c.sendWindow(limit)
@@ -291,7 +291,7 @@ func (c *Conn) SetLinger(sec int) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state.closed {
+	if c.state.Closed {
 		return c.opErr("set", net.ErrClosed)
 	}
 	switch {
@@ -312,11 +312,11 @@ func (c *Conn) CloseWrite() error {
 		return c.lane.closeWrite(c)
 	}
 	c.mu.Lock()
-	if c.state.closed {
+	if c.state.Closed {
 		c.mu.Unlock()
 		return c.opErr("close", net.ErrClosed)
 	}
-	c.state.wshut = true
+	c.state.WShut = true
 	broadcast(&c.wcond, c.wwait)
 	c.mu.Unlock()
 	c.wmu.Lock()
@@ -336,11 +336,11 @@ func (c *Conn) sendFin() error {
 		return c.opErr("close", err)
 	}
 	c.mu.Lock()
-	if c.state.finOut || c.werr != nil || c.state.phase != stateOpen {
+	if c.state.FinOut || c.werr != nil || c.state.Phase != session.PhaseOpen {
 		c.mu.Unlock()
 		return nil
 	}
-	c.state.finOut = true
+	c.state.FinOut = true
 	c.mu.Unlock()
 	err := c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindFin, ConnID: c.remoteID, Seq: c.seq})
 	c.seq++
@@ -360,11 +360,11 @@ func (c *Conn) Close() error {
 		return c.lane.close(c)
 	}
 	c.mu.Lock()
-	if c.state.closed {
+	if c.state.Closed {
 		c.mu.Unlock()
 		return c.opErr("close", net.ErrClosed)
 	}
-	c.state.closed = true
+	c.state.Closed = true
 	unread := c.in.Unread() || c.linger == 0
 	linger := c.linger
 	if linger < 0 {
@@ -393,11 +393,11 @@ func (c *Conn) Close() error {
 	// The peer's FIN may have come at any point since closed was set: the
 	// receive side only notes it (finIn) until finWait says our FIN went, so
 	// that both ends closing at once still exchange both FINs.
-	finished := c.state.finished()
+	finished := c.state.Finished()
 	if finished {
-		c.state.phase = stateDone
+		c.state.Phase = session.PhaseDone
 	} else {
-		c.state.finWait = true
+		c.state.FinWait = true
 	}
 	c.mu.Unlock()
 	if finished {

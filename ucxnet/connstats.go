@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/lane"
+	"github.com/ucxnet/ucxnet/internal/session"
 )
 
 // connCounters are a conn's data counters: atomic adds on the data path,
@@ -92,13 +93,40 @@ func (c *Conn) Stats() ConnStats {
 	}
 	c.mu.Lock()
 	s.Local, s.Remote, s.Dialed = c.laddr.String(), c.raddr.String(), c.dialed
-	s.State = c.state.name(c.rerr != nil)
+	s.State = stateName(c.state, c.rerr != nil)
 	s.SendWindow = uint64(max(c.swin.Available(), 0))
 	s.RecvWindow = uint64(c.in.Size())
 	s.Unread = uint64(c.in.Buffered())
 	c.mu.Unlock()
 	s.Queued = uint64(c.out.Queued())
 	return s
+}
+
+// stateName names a conn's state (session.State) for ConnStats; failed:
+// the conn ended with an error.
+func stateName(s session.State, failed bool) string {
+	switch s.Phase {
+	case session.PhaseDialing, session.PhaseAbandoned:
+		return ConnDialing
+	case session.PhaseAuthPending:
+		return ConnAuthPending
+	case session.PhaseDone:
+		if failed && !s.Closed {
+			return ConnFailed
+		}
+		return ConnClosed
+	}
+	switch {
+	case s.Closed && s.FinWait:
+		return ConnClosing
+	case s.Closed, s.WriteClosed() && s.FinIn:
+		return ConnClosed
+	case s.WriteClosed():
+		return ConnWriteClosed
+	case s.FinIn:
+		return ConnReadClosed
+	}
+	return ConnOpen
 }
 
 // laneState names a kernel-TCP lane conn's state for Stats.

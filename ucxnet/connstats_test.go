@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ucxnet/ucxnet/internal/session"
 )
 
 // Stats counts what each end sent and received, on both lanes, and the
@@ -239,4 +241,30 @@ func TestLoggerHandlerMayReadStats(t *testing.T) {
 		}
 		require.NotZero(t, h.records.Load(), "the failure was not logged")
 	})
+}
+
+// A conn's state is named for ConnStats from its phase and which halves
+// are shut.
+func TestConnStateName(t *testing.T) {
+	for _, tc := range []struct {
+		s      session.State
+		failed bool
+		want   string
+	}{
+		{session.State{Phase: session.PhaseDialing}, false, ConnDialing},
+		{session.State{Phase: session.PhaseAbandoned}, false, ConnDialing},
+		{session.State{Phase: session.PhaseAuthPending}, false, ConnAuthPending},
+		{session.State{Phase: session.PhaseOpen}, false, ConnOpen},
+		{session.State{Phase: session.PhaseOpen, FinIn: true}, false, ConnReadClosed},
+		{session.State{Phase: session.PhaseOpen, WShut: true}, false, ConnWriteClosed},
+		{session.State{Phase: session.PhaseOpen, FinOut: true}, false, ConnWriteClosed},
+		{session.State{Phase: session.PhaseOpen, FinOut: true, FinIn: true}, false, ConnClosed},
+		{session.State{Phase: session.PhaseOpen, Closed: true, FinOut: true, FinWait: true}, false, ConnClosing},
+		{session.State{Phase: session.PhaseOpen, Closed: true}, false, ConnClosed},
+		{session.State{Phase: session.PhaseDone}, true, ConnFailed},
+		{session.State{Phase: session.PhaseDone, Closed: true}, true, ConnClosed},
+		{session.State{Phase: session.PhaseDone}, false, ConnClosed},
+	} {
+		require.Equal(t, tc.want, stateName(tc.s, tc.failed), "%+v failed=%v", tc.s, tc.failed)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -200,13 +201,13 @@ func (c *Conn) abandonDial() {
 			c.Close()
 		}
 	default:
-		c.state.phase = stateAbandoned
+		c.state.Phase = session.PhaseAbandoned
 		c.mu.Unlock()
 		time.AfterFunc(abandonedTTL, func() {
 			c.mu.Lock()
-			stale := c.state.phase == stateAbandoned
+			stale := c.state.Phase == session.PhaseAbandoned
 			if stale {
-				c.state.phase = stateDone
+				c.state.Phase = session.PhaseDone
 			}
 			c.mu.Unlock()
 			if stale {

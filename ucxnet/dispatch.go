@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -219,7 +220,7 @@ func (t *Transport) unmatchedAccept(s *shard, h stream.Header, ev *engine.Event,
 	}
 	if c := t.lookup(h.ConnID); c != nil && c.sh == s {
 		c.mu.Lock()
-		waiting := c.dialed && c.from == 0 && (c.state.phase == stateDialing || c.state.phase == stateAbandoned)
+		waiting := c.dialed && c.from == 0 && (c.state.Phase == session.PhaseDialing || c.state.Phase == session.PhaseAbandoned)
 		answered := c.dialed && c.remoteID == hello.ConnID
 		c.mu.Unlock()
 		if waiting || answered {

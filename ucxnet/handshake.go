@@ -150,7 +150,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		// The conn waits for the dialer's proof; it reaches Accept only then.
 		time.AfterFunc(authTimeout, func() {
 			c.mu.Lock()
-			pending := c.state.phase == stateAuthPending
+			pending := c.state.Phase == session.PhaseAuthPending
 			c.mu.Unlock()
 			if pending {
 				t.authFailed()
@@ -180,9 +180,9 @@ func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, s *shard) *Con
 	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
 	c.peerSegs = session.PeerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))
-	c.state.phase = stateOpen
+	c.state.Phase = session.PhaseOpen
 	if l.psk != nil {
-		c.state.phase = stateAuthPending
+		c.state.Phase = session.PhaseAuthPending
 		c.auth = newListenAuth(l.psk, hello.Name, hello.Nonce, l)
 	}
 	return c
@@ -245,8 +245,8 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		hello, helloErr = c.acceptHello(payload, from)
 	}
 	c.mu.Lock()
-	state := c.state.phase
-	if state != stateDialing && state != stateAbandoned || h.Kind == stream.KindAccept && c.auth != nil && c.auth.proving {
+	state := c.state.Phase
+	if state != session.PhaseDialing && state != session.PhaseAbandoned || h.Kind == stream.KindAccept && c.auth != nil && c.auth.proving {
 		c.mu.Unlock()
 		c.t.badFrame()
 		return
@@ -270,7 +270,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	c.frame = min(c.t.cfg.EagerMax, int(hello.EagerMax))
 	c.peerSegs = session.PeerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))
-	if state == stateAbandoned {
+	if state == session.PhaseAbandoned {
 		c.mu.Unlock()
 		c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstAlways))
 		return
@@ -292,7 +292,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		return
 	}
 	if a.hs == nil {
-		c.state.phase = stateOpen
+		c.state.Phase = session.PhaseOpen
 		close(c.dialDone)
 		c.mu.Unlock()
 		// The listener's conn is bound by the first frame for it
@@ -336,7 +336,7 @@ func (c *Conn) acceptHello(payload []byte, from uintptr) (stream.Hello, error) {
 		return hello, nil
 	}
 	c.mu.Lock()
-	dialing := c.state.phase == stateDialing || c.state.phase == stateAbandoned
+	dialing := c.state.Phase == session.PhaseDialing || c.state.Phase == session.PhaseAbandoned
 	c.mu.Unlock()
 	if !dialing {
 		return hello, nil
@@ -359,7 +359,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	}
 	c.mu.Lock()
 	a := c.auth
-	if c.state.phase != stateAuthPending || a == nil { // at the listener: the proof
+	if c.state.Phase != session.PhaseAuthPending || a == nil { // at the listener: the proof
 		c.mu.Unlock()
 		c.t.badFrame()
 		return
@@ -374,7 +374,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		c.t.removeConn(c)
 		return
 	}
-	c.state.phase = stateOpen
+	c.state.Phase = session.PhaseOpen
 	c.mu.Unlock()
 	c.t.mu.Lock()
 	c.t.noteFromLocked(c.peer, c)
@@ -401,12 +401,12 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 func (c *Conn) handleListenerProof(payload []byte) {
 	c.mu.Lock()
 	a := c.auth
-	if a == nil || !a.proving || c.state.phase != stateDialing && c.state.phase != stateAbandoned {
+	if a == nil || !a.proving || c.state.Phase != session.PhaseDialing && c.state.Phase != session.PhaseAbandoned {
 		c.mu.Unlock()
 		c.t.badFrame()
 		return
 	}
-	if c.state.phase == stateAbandoned {
+	if c.state.Phase == session.PhaseAbandoned {
 		// The dial gave up meanwhile: reset the listener's conn.
 		c.mu.Unlock()
 		c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstAlways))
@@ -420,7 +420,7 @@ func (c *Conn) handleListenerProof(payload []byte) {
 		c.terminate(withDetail(ErrRefused, "listener %q failed authentication: wrong pre-shared key", a.name), endReset(stream.RstAbort, rstAlways))
 		return
 	}
-	c.state.phase = stateOpen
+	c.state.Phase = session.PhaseOpen
 	close(c.dialDone)
 	c.mu.Unlock()
 }
@@ -434,7 +434,7 @@ func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 		return false
 	}
 	c.mu.Lock()
-	dialing := c.state.phase == stateDialing
+	dialing := c.state.Phase == session.PhaseDialing
 	c.mu.Unlock()
 	if !dialing {
 		return false

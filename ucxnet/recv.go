@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -50,16 +51,16 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 // holds UCX's receive descriptor until Read has copied it out.
 func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	c.mu.Lock()
-	if c.state.phase == stateDone || c.state.phase == stateAbandoned {
+	if c.state.Phase == session.PhaseDone || c.state.Phase == session.PhaseAbandoned {
 		c.mu.Unlock()
 		return
 	}
-	if c.state.closed {
+	if c.state.Closed {
 		c.mu.Unlock()
 		c.streamAfterClose(h)
 		return
 	}
-	if c.state.phase == stateAuthPending {
+	if c.state.Phase == session.PhaseAuthPending {
 		c.mu.Unlock()
 		c.t.protocolReset(c)
 		c.terminate(withDetail(ErrProtocol, "data before authentication"), endReset(stream.RstProtocol, rstAlways))
@@ -82,7 +83,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 		c.cnt.bytesIn.Add(uint64(len(ev.Data)))
 	}
 	if fin {
-		c.state.finIn = true
+		c.state.FinIn = true
 	}
 	if readable {
 		broadcast(&c.rcond, c.rwait)
@@ -99,14 +100,14 @@ func (c *Conn) streamAfterClose(h stream.Header) {
 	}
 	c.mu.Lock()
 	done := false
-	if c.state.phase == stateOpen && h.Seq == c.in.Next() {
+	if c.state.Phase == session.PhaseOpen && h.Seq == c.in.Next() {
 		// The peer's final FIN. If Close has not sent ours yet (both
 		// ends closing at once), Close finishes the conn after sending
 		// it; removing the conn here would leave the peer waiting for
 		// a FIN that never comes.
-		c.state.finIn = true
-		if done = c.state.finWait; done {
-			c.state.phase = stateDone
+		c.state.FinIn = true
+		if done = c.state.FinWait; done {
+			c.state.Phase = session.PhaseDone
 		}
 	}
 	c.mu.Unlock()

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -187,7 +188,7 @@ func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p == c.peer || c.state.phase != stateDialing && c.state.phase != stateAbandoned || t.conns[c.id] != c {
+	if p == c.peer || c.state.Phase != session.PhaseDialing && c.state.Phase != session.PhaseAbandoned || t.conns[c.id] != c {
 		return nil
 	}
 	t.leavePeerLocked(c)
@@ -209,7 +210,7 @@ func (t *Transport) learnFrom(c *Conn, from uintptr) {
 	c.mu.Lock()
 	c.from = from
 	c.learnFrom = false
-	open := c.state.phase == stateOpen
+	open := c.state.Phase == session.PhaseOpen
 	c.mu.Unlock()
 	if open && c.peer != nil {
 		t.noteFromLocked(c.peer, c)

@@ -7,6 +7,7 @@ package ucxnet
 
 import (
 	"github.com/ucxnet/ucxnet/internal/lane"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -74,25 +75,25 @@ func (c *Conn) terminateLocked(err error, pol endPolicy) (rst bool) {
 	if pol.discard {
 		c.dropLocked()
 	}
-	if c.state.phase == stateDone {
+	if c.state.Phase == session.PhaseDone {
 		return false
 	}
-	rst = (pol.rst == rstAlways || pol.rst == rstIfOpen && c.state.phase == stateOpen) && c.remoteID != 0 && c.peer != nil
-	if pol.dialErr != nil && c.state.phase == stateDialing {
+	rst = (pol.rst == rstAlways || pol.rst == rstIfOpen && c.state.Phase == session.PhaseOpen) && c.remoteID != 0 && c.peer != nil
+	if pol.dialErr != nil && c.state.Phase == session.PhaseDialing {
 		err = pol.dialErr
 	}
 	c.keepLocked()
 	if buf := c.out.Drop(); buf != nil {
 		c.t.putOutBuf(buf)
 	}
-	if c.state.phase == stateAuthPending && c.auth != nil && c.auth.ln != nil {
+	if c.state.Phase == session.PhaseAuthPending && c.auth != nil && c.auth.ln != nil {
 		c.auth.ln.removePendingAuth(c)
 	}
-	if c.state.phase == stateDialing || c.state.phase == stateAbandoned {
+	if c.state.Phase == session.PhaseDialing || c.state.Phase == session.PhaseAbandoned {
 		c.dErr = err
 		close(c.dialDone)
 	}
-	c.state.phase = stateDone
+	c.state.Phase = session.PhaseDone
 	if c.rerr == nil {
 		c.rerr = err
 	}

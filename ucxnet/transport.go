@@ -194,7 +194,7 @@ func (t *Transport) Close() error {
 	t.mu.Unlock()
 	for _, c := range conns {
 		c.mu.Lock()
-		closed := c.state.closed
+		closed := c.state.Closed
 		c.mu.Unlock()
 		if closed {
 			// Closed cleanly (FIN sent), waiting for the peer's FIN:

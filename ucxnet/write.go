@@ -93,7 +93,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 // returns, with c.mu held.
 func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error) {
 	for {
-		if c.state.closed {
+		if c.state.Closed {
 			return 0, nil, c.opErr("write", net.ErrClosed)
 		}
 		if err := c.out.TakeErr(); err != nil && c.werr == nil {
@@ -105,7 +105,7 @@ func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error)
 		if c.werr != nil {
 			return 0, nil, c.opErr("write", c.werr)
 		}
-		if c.state.wshut {
+		if c.state.WShut {
 			return 0, nil, c.opErr("write", ErrWriteAfterShutdown)
 		}
 		dl := c.writeDeadline.wait()

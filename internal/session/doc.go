@@ -30,9 +30,10 @@
 // # What is here
 //
 // One file per owned type:
-//   - a stream's receive side, Inbound (reassembly, the receive window,
-//     the data not yet read); its open frame of corked small writes, Cork;
-//     the frames that come before a dial's answer, Early;
+//   - a stream's State (its phase and which halves are shut); its receive
+//     side, Inbound (reassembly, the receive window, the data not yet
+//     read); its open frame of corked small writes, Cork; the frames that
+//     come before a dial's answer, Early;
 //   - the keepalive's judgement of a peer, Judge;
 //   - how writes go out on an endpoint, ChoosePath, and the largest frames
 //     a peer takes per path, SegLimits;
@@ -50,9 +51,9 @@ package session
 //	                shard's peer tables and admission state, and a peer's
 //	                conns, from, proc, idleSince, hadConns, ka, dialed,
 //	                madeBy and madeAt
-//	    Conn.mu       state (the phase and which halves are shut), its
-//	                  Inbound, swin, rerr, werr, dErr, linger, the waiter
-//	                  counts and condition channels
+//	    Conn.mu       state (a State), in (an Inbound), swin, rerr, werr,
+//	                  dErr, linger, the waiter counts and condition
+//	                  channels
 //	      Listener.mu   pendingAuth (an Unproven), queue admission, closed
 //	      Conn.out      the open frame of corked writes (Cork's mutex)
 //	  peer.epMu     RW: the endpoint in use (shared) or closing; gone
