@@ -354,7 +354,7 @@ func (s *shard) resetFailed() {
 	q.mu.Unlock()
 	for _, c := range failed {
 		if err := c.out.TakeErr(); err != nil {
-			c.terminate(err, endGap)
+			c.terminate(err, session.EndGap)
 		}
 	}
 }

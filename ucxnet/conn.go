@@ -329,7 +329,7 @@ func (c *Conn) CloseWrite() error {
 func (c *Conn) sendFin() error {
 	c.sh.flushOut() // the open frame first: its send must not fail after the FIN went
 	if err := c.out.TakeErr(); err != nil {
-		c.terminate(err, endGap) // a queued frame was lost: RST, not FIN after a gap
+		c.terminate(err, session.EndGap) // a queued frame was lost: RST, not FIN after a gap
 		c.mu.Lock()
 		err = c.werr
 		c.mu.Unlock()
@@ -379,7 +379,7 @@ func (c *Conn) Close() error {
 	c.wmu.Lock() // wait for a Write in progress to notice
 	defer c.wmu.Unlock()
 	if unread {
-		c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstIfOpen))
+		c.terminate(net.ErrClosed, session.EndReset(stream.RstAbort, session.RSTIfOpen))
 		return nil
 	}
 	err := c.sendFin()

@@ -148,7 +148,7 @@ func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, wh
 		return nil, withDetail(ErrRefused, "%v%s", err, releasePair(e))
 	}
 	if err := t.sendConnect(c, e.Name); err != nil {
-		c.terminate(err, endQuiet)
+		c.terminate(err, session.EndQuiet)
 		return nil, withDetail(ErrRefused, "sending CONNECT: %v", err)
 	}
 	return c.awaitAnswer(ctx, e)
@@ -181,7 +181,7 @@ func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error)
 	case <-noAnswer:
 		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, 2*c.keepAlive, releasePair(e))
 	case <-c.t.closing:
-		c.terminate(ErrTransportClosed, endQuiet)
+		c.terminate(ErrTransportClosed, session.EndQuiet)
 		return nil, ErrTransportClosed
 	}
 	c.abandonDial()

@@ -128,7 +128,7 @@ func (t *Transport) handleBad(s *shard, ev *engine.Event) {
 	}
 	if c := t.lookup(h.ConnID); c != nil && t.ownFrame(c, s, ev.From) {
 		t.protocolReset(c)
-		c.terminate(withDetail(ErrReset, "frame %d could not be received", h.Seq), endReset(stream.RstProtocol, rstIfOpen))
+		c.terminate(withDetail(ErrReset, "frame %d could not be received", h.Seq), session.EndReset(stream.RstProtocol, session.RSTIfOpen))
 	}
 }
 
@@ -165,7 +165,7 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 		if h.ConnID != 0 && h.Kind != stream.KindConnect {
 			if c := t.lookup(h.ConnID); c != nil && t.ownFrame(c, s, ev.From) {
 				t.protocolReset(c)
-				c.terminate(withDetail(ErrProtocol, "%v", err), endReset(stream.RstProtocol, rstIfOpen))
+				c.terminate(withDetail(ErrProtocol, "%v", err), session.EndReset(stream.RstProtocol, session.RSTIfOpen))
 			}
 		}
 		return
@@ -321,7 +321,7 @@ func (t *Transport) failPeerClose(p *peer, why string, force bool) {
 		t.logEvent(slog.LevelWarn, "ucxnet: peer failed", "peer", conns[0].raddr.Name, "conns", len(conns), "reason", why)
 	}
 	for _, c := range conns {
-		c.terminate(withDetail(ErrReset, "peer failed: %s", why), endPolicy{dialErr: withDetail(ErrRefused, "peer unreachable: %s", why)})
+		c.terminate(withDetail(ErrReset, "peer failed: %s", why), session.EndPolicy{DialErr: withDetail(ErrRefused, "peer unreachable: %s", why)})
 	}
 	t.closePeer(p, force)
 }

@@ -145,7 +145,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 	if c.auth != nil {
 		if evicted := l.addPendingAuth(c); evicted != nil {
 			t.authFailed()
-			evicted.terminate(withDetail(ErrRefused, "dropped unproven handshake: too many waiting"), endReset(stream.RstAbort, rstAlways))
+			evicted.terminate(withDetail(ErrRefused, "dropped unproven handshake: too many waiting"), session.EndReset(stream.RstAbort, session.RSTAlways))
 		}
 		// The conn waits for the dialer's proof; it reaches Accept only then.
 		time.AfterFunc(authTimeout, func() {
@@ -154,7 +154,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 			c.mu.Unlock()
 			if pending {
 				t.authFailed()
-				c.terminate(withDetail(ErrRefused, "no authentication within %v", authTimeout), endReset(stream.RstAbort, rstAlways))
+				c.terminate(withDetail(ErrRefused, "no authentication within %v", authTimeout), session.EndReset(stream.RstAbort, session.RSTAlways))
 			}
 		})
 	} else if !l.enqueue(c) {
@@ -205,7 +205,7 @@ func (t *Transport) sendAccept(c *Conn, name string) {
 		reply.Nonce = c.auth.challenge()
 	}
 	if err := t.sendHello(c.peer, stream.Header{Kind: stream.KindAccept, ConnID: c.remoteID}, reply); err != nil {
-		c.terminate(withDetail(ErrReset, "sending ACCEPT: %v", err), endQuiet)
+		c.terminate(withDetail(ErrReset, "sending ACCEPT: %v", err), session.EndQuiet)
 		return
 	}
 	if c.auth == nil {
@@ -253,13 +253,13 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	}
 	c.from = from // the listener's frames for this conn come from there from now on
 	if h.Kind == stream.KindRefuse {
-		c.terminateLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)), endQuiet)
+		c.terminateLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)), session.EndQuiet)
 		c.mu.Unlock()
 		c.t.removeConn(c)
 		return
 	}
 	if helloErr != nil {
-		c.terminateLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", helloErr), endQuiet)
+		c.terminateLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", helloErr), session.EndQuiet)
 		c.mu.Unlock()
 		c.t.removeConn(c)
 		return
@@ -272,7 +272,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	c.swin.Update(uint64(hello.Window))
 	if state == session.PhaseAbandoned {
 		c.mu.Unlock()
-		c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstAlways))
+		c.terminate(net.ErrClosed, session.EndReset(stream.RstAbort, session.RSTAlways))
 		return
 	}
 	a := c.auth
@@ -288,7 +288,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		// Counted and logged after Unlock: the Logger's handler may
 		// read the conn's stats.
 		c.t.authFailed()
-		c.terminate(authErr, endReset(stream.RstAbort, rstAlways)) // the dial fails with it
+		c.terminate(authErr, session.EndReset(stream.RstAbort, session.RSTAlways)) // the dial fails with it
 		return
 	}
 	if a.hs == nil {
@@ -309,13 +309,13 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	if err != nil {
 		c.mu.Unlock()
 		c.t.authFailed()
-		c.terminate(withDetail(ErrRefused, "listener %q: %v", a.name, err), endReset(stream.RstAbort, rstAlways))
+		c.terminate(withDetail(ErrRefused, "listener %q: %v", a.name, err), session.EndReset(stream.RstAbort, session.RSTAlways))
 		return
 	}
 	proof := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.t.cfg.Window), MAC: mac}
 	c.mu.Unlock()
 	if err := c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID}, proof); err != nil {
-		c.terminate(withDetail(ErrRefused, "sending AUTH: %v", err), endQuiet)
+		c.terminate(withDetail(ErrRefused, "sending AUTH: %v", err), session.EndQuiet)
 	}
 }
 
@@ -367,7 +367,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	var hello stream.Hello
 	ok := hello.UnmarshalBinary(payload) == nil && a.hs.Verify(auth.Dialer, hello.MAC, c.remoteID, c.id)
 	if !ok {
-		c.terminateLocked(withDetail(ErrRefused, "dialer failed authentication"), endQuiet)
+		c.terminateLocked(withDetail(ErrRefused, "dialer failed authentication"), session.EndQuiet)
 		c.mu.Unlock()
 		c.t.authFailed()
 		c.t.refuse(c.peer, c.remoteID, stream.RefuseAuth)
@@ -385,7 +385,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		if a.ln.isClosed() {
 			code = stream.RefuseNoListener
 		}
-		c.terminate(withDetail(ErrRefused, "%v", code), endQuiet)
+		c.terminate(withDetail(ErrRefused, "%v", code), session.EndQuiet)
 		c.t.refuse(c.peer, c.remoteID, code)
 		return
 	}
@@ -409,7 +409,7 @@ func (c *Conn) handleListenerProof(payload []byte) {
 	if c.state.Phase == session.PhaseAbandoned {
 		// The dial gave up meanwhile: reset the listener's conn.
 		c.mu.Unlock()
-		c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstAlways))
+		c.terminate(net.ErrClosed, session.EndReset(stream.RstAbort, session.RSTAlways))
 		return
 	}
 	var hello stream.Hello
@@ -417,7 +417,7 @@ func (c *Conn) handleListenerProof(payload []byte) {
 	if !ok {
 		c.mu.Unlock()
 		c.t.authFailed()
-		c.terminate(withDetail(ErrRefused, "listener %q failed authentication: wrong pre-shared key", a.name), endReset(stream.RstAbort, rstAlways))
+		c.terminate(withDetail(ErrRefused, "listener %q failed authentication: wrong pre-shared key", a.name), session.EndReset(stream.RstAbort, session.RSTAlways))
 		return
 	}
 	c.state.Phase = session.PhaseOpen

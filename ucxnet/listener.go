@@ -221,7 +221,7 @@ func (l *Listener) Close() error {
 	for {
 		select {
 		case c := <-l.queue:
-			c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstIfOpen))
+			c.terminate(net.ErrClosed, session.EndReset(stream.RstAbort, session.RSTIfOpen))
 			continue
 		default:
 		}

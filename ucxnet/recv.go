@@ -33,7 +33,7 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 		c.mu.Unlock()
 	case stream.KindRst:
 		c.t.stats.resetsRecv.Add(1)
-		c.terminate(withDetail(ErrReset, "peer sent RST (%v)", stream.RstCode(h.Aux)), endQuiet)
+		c.terminate(withDetail(ErrReset, "peer sent RST (%v)", stream.RstCode(h.Aux)), session.EndQuiet)
 	case stream.KindPing:
 		// A keepalive probe: answer it (the answer's arrival is all the
 		// prober needs). Answers are not answered.
@@ -63,7 +63,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	if c.state.Phase == session.PhaseAuthPending {
 		c.mu.Unlock()
 		c.t.protocolReset(c)
-		c.terminate(withDetail(ErrProtocol, "data before authentication"), endReset(stream.RstProtocol, rstAlways))
+		c.terminate(withDetail(ErrProtocol, "data before authentication"), session.EndReset(stream.RstProtocol, session.RSTAlways))
 		return
 	}
 	readable, fin, err := c.in.Push(h, ev)
@@ -75,7 +75,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	if err != nil {
 		c.mu.Unlock()
 		c.t.protocolReset(c)
-		c.terminate(withDetail(ErrProtocol, "%v", err), endReset(stream.RstProtocol, rstIfOpen))
+		c.terminate(withDetail(ErrProtocol, "%v", err), session.EndReset(stream.RstProtocol, session.RSTIfOpen))
 		return
 	}
 	if h.Kind == stream.KindData {
@@ -95,7 +95,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 // for the peer's FIN: more data is answered with RST, as TCP does.
 func (c *Conn) streamAfterClose(h stream.Header) {
 	if h.Kind == stream.KindData {
-		c.terminate(net.ErrClosed, endReset(stream.RstAbort, rstIfOpen))
+		c.terminate(net.ErrClosed, session.EndReset(stream.RstAbort, session.RSTIfOpen))
 		return
 	}
 	c.mu.Lock()

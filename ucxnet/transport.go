@@ -199,10 +199,10 @@ func (t *Transport) Close() error {
 		if closed {
 			// Closed cleanly (FIN sent), waiting for the peer's FIN:
 			// nothing to tell the peer.
-			c.terminate(ErrTransportClosed, endQuiet)
+			c.terminate(ErrTransportClosed, session.EndQuiet)
 			continue
 		}
-		c.terminate(ErrTransportClosed, endReset(stream.RstShutdown, rstIfOpen))
+		c.terminate(ErrTransportClosed, session.EndReset(stream.RstShutdown, session.RSTIfOpen))
 	}
 	t.mu.Lock()
 	peers := t.allPeersLocked()

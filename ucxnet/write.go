@@ -79,7 +79,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		c.swin.Consume(sent)
 		if err != nil && c.werr == nil {
 			c.mu.Unlock()
-			c.terminate(withDetail(ErrReset, "%v", err), endGap)
+			c.terminate(withDetail(ErrReset, "%v", err), session.EndGap)
 			c.mu.Lock()
 		}
 	}
@@ -98,7 +98,7 @@ func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error)
 		}
 		if err := c.out.TakeErr(); err != nil && c.werr == nil {
 			c.mu.Unlock()
-			c.terminate(err, endGap) // a queued frame was lost: the stream has a gap
+			c.terminate(err, session.EndGap) // a queued frame was lost: the stream has a gap
 			c.mu.Lock()
 			continue
 		}

@@ -30,7 +30,8 @@
 // # What is here
 //
 // One file per owned type:
-//   - a stream's State (its phase and which halves are shut); its receive
+//   - a stream's State (its phase and which halves are shut) and how it
+//     ends (EndPolicy: what the cause owes the peer); its receive
 //     side, Inbound (reassembly, the receive window, the data not yet
 //     read); its open frame of corked small writes, Cork; the frames that
 //     come before a dial's answer, Early;
