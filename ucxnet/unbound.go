@@ -3,6 +3,7 @@ package ucxnet
 import (
 	"time"
 
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -46,7 +47,7 @@ func (t *Transport) checkUnbound(probe, reset []*Conn) {
 	}
 	for _, c := range reset {
 		c.terminate(withDetail(ErrReset, "the dialer sent nothing for the conn within twice KeepAlive (%v)", 2*c.keepAlive),
-			endReset(stream.RstAbort, rstAlways))
+			session.EndReset(stream.RstAbort, session.RSTAlways))
 	}
 }
 
