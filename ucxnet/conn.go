@@ -195,8 +195,10 @@ func (c *Conn) Read(b []byte) (int, error) {
 				c.mu.Unlock()
 				return 0, nil
 			}
-			var doneBuf [8]stream.Ref
-			n, done := c.in.Read(b, doneBuf[:0])
+			// nil: the engine buffers emptied (held payloads only) are
+			// few, and a local array would escape to the heap on every
+			// Read through the Release call.
+			n, done := c.in.Read(b, nil)
 			limit, send := c.in.Consume(n)
 			open := c.state.WindowOpen()
 			c.mu.Unlock()
