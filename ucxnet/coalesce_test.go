@@ -273,8 +273,11 @@ func TestMemContendedQueueDrains(t *testing.T) {
 	p := newMemPair(t, Config{})
 	const conns, writes = 8, 500
 	before := p.client.Stats().QueuedWrites
-	// A third party takes the worker now and then, so that writers find
-	// it held and queue.
+	// A third party takes the worker again and again and holds it for
+	// half a millisecond, a long time next to a small write, so that
+	// writers find it held and queue on every machine. (It must not ask
+	// the Transport anything while it holds the worker: the Transport's
+	// lock comes before the worker's.)
 	stop := make(chan struct{})
 	holder := make(chan struct{})
 	go func() {
@@ -286,8 +289,9 @@ func TestMemContendedQueueDrains(t *testing.T) {
 			default:
 			}
 			w := p.cEng.Acquire(true)
-			runtime.Gosched()
+			time.Sleep(500 * time.Microsecond)
 			w.GiveBack()
+			runtime.Gosched()
 		}
 	}()
 	var wg sync.WaitGroup
