@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
@@ -75,7 +76,7 @@ type Conn struct {
 	writeDeadline deadline
 	// The kernel-TCP lane (tcpconn.go): when lane is set, every method
 	// delegates to its *net.TCPConn. laneWhy says why the lane was chosen.
-	lane    *tcpLane
+	lane    *lane.Conn
 	laneWhy string
 
 	// dataHdr is the DATA header Write hands the engine (under wmu): a
@@ -177,7 +178,7 @@ func (c *Conn) waitLocked(cond chan struct{}, waiting *int, dl <-chan struct{}) 
 // once everything it sent is read, Read returns io.EOF.
 func (c *Conn) Read(b []byte) (int, error) {
 	if c.lane != nil {
-		return c.lane.read(c, b)
+		return c.laneRead(b)
 	}
 	c.mu.Lock()
 	for {
@@ -246,7 +247,7 @@ func (c *Conn) accepted() {
 // an error matching net.ErrClosed, as *net.TCPConn's does.
 func (c *Conn) SetDeadline(t time.Time) error {
 	if c.lane != nil {
-		return c.lane.setDeadline(c, "", t)
+		return c.mapErr(c.lane.SetDeadline("", t))
 	}
 	if isClosedChan(c.closedCh) {
 		return c.opErr("set", net.ErrClosed)
@@ -260,7 +261,7 @@ func (c *Conn) SetDeadline(t time.Time) error {
 // already blocked.
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	if c.lane != nil {
-		return c.lane.setDeadline(c, "read", t)
+		return c.mapErr(c.lane.SetDeadline("read", t))
 	}
 	if isClosedChan(c.closedCh) {
 		return c.opErr("set", net.ErrClosed)
@@ -272,7 +273,7 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 // SetWriteDeadline sets the write deadline.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
 	if c.lane != nil {
-		return c.lane.setDeadline(c, "write", t)
+		return c.mapErr(c.lane.SetDeadline("write", t))
 	}
 	if isClosedChan(c.closedCh) {
 		return c.opErr("set", net.ErrClosed)
@@ -289,7 +290,7 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 // as the default, waiting up to sec seconds.
 func (c *Conn) SetLinger(sec int) error {
 	if c.lane != nil {
-		return c.mapErr(c.lane.tc.SetLinger(sec))
+		return c.mapErr(c.lane.TC.SetLinger(sec))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -311,7 +312,7 @@ func (c *Conn) SetLinger(sec int) error {
 // then io.EOF. Reading goes on.
 func (c *Conn) CloseWrite() error {
 	if c.lane != nil {
-		return c.lane.closeWrite(c)
+		return c.mapErr(c.lane.CloseWrite())
 	}
 	c.mu.Lock()
 	if c.state.Closed {
@@ -359,7 +360,7 @@ func (c *Conn) sendFin() error {
 // calls return net.ErrClosed.
 func (c *Conn) Close() error {
 	if c.lane != nil {
-		return c.lane.close(c)
+		return c.laneClose()
 	}
 	c.mu.Lock()
 	if c.state.Closed {

@@ -83,7 +83,7 @@ func (c *Conn) Stats() ConnStats {
 	}
 	if c.lane != nil {
 		s.Local, s.Remote, s.Dialed = c.laddr.String(), c.raddr.String(), c.dialed
-		rtt, closed := lane.Info(c.lane.tc)
+		rtt, closed := lane.Info(c.lane.TC)
 		s.RTT = rtt
 		s.State = laneState(c.lane, closed)
 		return s
@@ -130,8 +130,8 @@ func stateName(s session.State, failed bool) string {
 }
 
 // laneState names a kernel-TCP lane conn's state for Stats.
-func laneState(tl *tcpLane, closed bool) string {
-	w, r := tl.wshut.Load(), tl.eof.Load()
+func laneState(tl *lane.Conn, closed bool) string {
+	w, r := tl.WriteShut(), tl.EOF()
 	switch {
 	case closed && !w:
 		return ConnFailed

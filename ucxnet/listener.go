@@ -3,6 +3,7 @@ package ucxnet
 import (
 	"context"
 	"errors"
+	"github.com/ucxnet/ucxnet/internal/lane"
 	"net"
 	"sync"
 	"time"
@@ -49,7 +50,7 @@ type Listener struct {
 	mu          sync.Mutex
 	closed      bool
 	done        chan struct{}
-	tcp         *tcpListener // the kernel-TCP lane's side (tcplane.go), if any
+	tcp         *lane.Listener // the kernel-TCP lane's side, if any
 }
 
 // Listen announces name on the default transport. network must be "ucx"

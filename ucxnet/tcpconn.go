@@ -1,19 +1,17 @@
 package ucxnet
 
 // The conn side of the kernel-TCP lane: a *Conn whose lane is set
-// delegates every method to its *net.TCPConn, with the errors of the
-// standard library (addresses replaced by the conn's ucxnet ones), and
-// the dialer's side of the preamble (tcplane.go).
+// delegates every method to its lane.Conn, with the errors of the standard
+// library (addresses replaced by the conn's ucxnet ones), and the
+// dialer's side of the preamble (tcplane.go is the listener's).
 
 import (
 	"context"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,39 +20,13 @@ import (
 	"github.com/ucxnet/ucxnet/registry"
 )
 
-// tcpLane is a conn's kernel TCP connection.
-type tcpLane struct {
-	tc    *net.TCPConn
-	eof   atomic.Bool // a Read returned the peer's orderly EOF
-	wshut atomic.Bool // CloseWrite was called
-}
-
-// closeWrite shuts down the writing side.
-func (tl *tcpLane) closeWrite(c *Conn) error {
-	tl.wshut.Store(true)
-	return c.mapErr(tl.tc.CloseWrite())
-}
-
-// failed reports whether the connection ended abnormally: the kernel closed
-// it (TCP_CLOSE) while this side had not shut down writing (an orderly end
-// keeps it in CLOSE_WAIT until then; after both FINs Linux closes the
-// socket too, so then nothing can be told).
-func (tl *tcpLane) failed() bool {
-	if tl.wshut.Load() {
-		return false
-	}
-	_, closed := lane.Info(tl.tc)
-	return closed
-}
-
 // laneConns are a Transport's conns on the TCP lane and the lane's
 // counters.
 type laneConns struct {
 	mu     sync.Mutex
 	conns  map[*Conn]struct{}
 	closed bool
-
-	garbage, oversized, timeouts, overCap atomic.Uint64
+	lane.Counters
 }
 
 // LaneStats are a Transport's kernel-TCP lane counters.
@@ -78,29 +50,8 @@ func (t *Transport) LaneStats() LaneStats {
 	t.lanes.mu.Lock()
 	n := len(t.lanes.conns)
 	t.lanes.mu.Unlock()
-	return LaneStats{OpenConns: uint64(n), Garbage: t.lanes.garbage.Load(), Oversized: t.lanes.oversized.Load(),
-		Timeouts: t.lanes.timeouts.Load(), OverCap: t.lanes.overCap.Load()}
-}
-
-// countPreambleErr counts a failed preamble read.
-func (lc *laneConns) countPreambleErr(err error) {
-	switch {
-	case errors.Is(err, lane.ErrGarbage):
-		lc.garbage.Add(1)
-	case errors.Is(err, lane.ErrOversized):
-		lc.oversized.Add(1)
-	default:
-		lc.timeouts.Add(1) // deadline, EOF or reset before the preamble was done
-	}
-}
-
-// newID is a random non-zero conn id.
-func (lc *laneConns) newID() uint64 {
-	for {
-		if id := rand.Uint64(); id != 0 {
-			return id
-		}
-	}
+	return LaneStats{OpenConns: uint64(n), Garbage: t.lanes.Garbage.Load(), Oversized: t.lanes.Oversized.Load(),
+		Timeouts: t.lanes.Timeouts.Load(), OverCap: t.lanes.OverCap.Load()}
 }
 
 // add records a lane conn; false once the transport is closed.
@@ -132,45 +83,26 @@ func (lc *laneConns) closeAll() {
 	lc.conns = nil
 	lc.mu.Unlock()
 	for c := range cs {
-		lane.Reset(c.lane.tc)
+		lane.Reset(c.lane.TC)
 	}
 }
 
 // newLaneConn returns a conn on the TCP lane over tc.
 func newLaneConn(t *Transport, tc *net.TCPConn, laddr, raddr Addr, why string) *Conn {
-	return &Conn{t: t, laddr: laddr, raddr: raddr, lane: &tcpLane{tc: tc}, laneWhy: why, born: time.Now()}
+	return &Conn{t: t, laddr: laddr, raddr: raddr, lane: &lane.Conn{TC: tc}, laneWhy: why, born: time.Now()}
 }
 
 // dialTCP dials entry e over the TCP lane: the endpoints in order, then
 // the preamble.
 func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.AddrPort, psk []byte, raddr Addr, why string, ka time.Duration) (*Conn, error) {
-	var tc *net.TCPConn
-	var lastErr error
-	var d net.Dialer
-	for i, ap := range eps {
-		// Each endpoint gets a share of the time left (as net.Dialer
-		// does for a name's addresses): one that drops SYNs must not
-		// take it all.
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if dl, ok := ctx.Deadline(); ok && i < len(eps)-1 {
-			share := max(time.Until(dl)/time.Duration(len(eps)-i), 2*time.Second)
-			actx, cancel = context.WithTimeout(ctx, share)
-		}
-		nc, err := d.DialContext(actx, "tcp", ap.String())
-		cancel()
-		if err == nil {
-			tc = nc.(*net.TCPConn)
-			break
-		}
-		lastErr = err
+	tc, err := lane.DialEndpoints(ctx, eps)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		return nil, withDetail(ErrRefused, "%q over kernel tcp: %v", e.Name, err)
 	}
-	if tc == nil {
-		return nil, withDetail(ErrRefused, "%q over kernel tcp: %v", e.Name, lastErr)
-	}
-	id := t.lanes.newID()
+	id := lane.NewID()
 	c := newLaneConn(t, tc, Addr{Name: t.name, ID: id}, raddr, why)
 	c.id, c.dialed = id, true
 	dl := time.Now().Add(tcpHandshakeTimeout)
@@ -179,7 +111,7 @@ func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.A
 	}
 	_ = tc.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) })
-	err := c.dialPreamble(e.Name, psk)
+	err = c.dialPreamble(e.Name, psk)
 	if !stop() || ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -197,7 +129,7 @@ func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.A
 
 // dialPreamble runs the dialer's side of the preamble on c's TCP conn.
 func (c *Conn) dialPreamble(name string, psk []byte) error {
-	tc := c.lane.tc
+	tc := c.lane.TC
 	a := newDialAuth(psk, name)
 	local := []byte(c.laddr.Name) // printable ASCII, at most 255 bytes, as the listener checks
 	local = local[:min(len(local), 255)]
@@ -242,7 +174,7 @@ func (c *Conn) dialPreamble(name string, psk []byte) error {
 
 // proveTCP sends the dialer's proof and checks the listener's.
 func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
-	tc := c.lane.tc
+	tc := c.lane.TC
 	mac, err := a.hs.Proof(auth.Dialer, c.id, lid)
 	if err != nil {
 		c.t.authFailed()
@@ -309,37 +241,32 @@ func (c *Conn) mapErr(err error) error {
 	return &net.OpError{Op: op.Op, Net: Network, Source: c.laddr, Addr: c.raddr, Err: inner}
 }
 
-// read reads from the TCP conn. The kernel reports a connection's failure
-// (reset, keepalive or TCP_USER_TIMEOUT) to one call only: a Read that
-// follows a Write that got it sees EOF. An EOF on a connection the kernel
-// has closed (TCP_CLOSE) before any orderly EOF is that failure: ECONNRESET,
-// as on the UCX lane.
-func (tl *tcpLane) read(c *Conn, b []byte) (int, error) {
-	n, err := tl.tc.Read(b)
+// laneRead reads from c's TCP conn.
+func (c *Conn) laneRead(b []byte) (int, error) {
+	n, err := c.lane.Read(b)
 	c.cnt.bytesIn.Add(uint64(n))
-	if err == io.EOF && !tl.eof.Load() {
-		if tl.failed() {
-			return n, c.opErr("read", withDetail(ErrReset, "connection ended abnormally (kernel tcp)"))
-		}
-		tl.eof.Store(true)
-	}
-	return n, c.mapErr(err)
+	return n, c.laneErr("read", err)
 }
 
-// write writes to the TCP conn; EPIPE on a connection that failed (the
-// error went to a Read) is ECONNRESET, as on the UCX lane.
-func (tl *tcpLane) write(c *Conn, b []byte) (int, error) {
-	n, err := tl.tc.Write(b)
+// laneWrite writes to c's TCP conn.
+func (c *Conn) laneWrite(b []byte) (int, error) {
+	n, err := c.lane.Write(b)
 	c.cnt.bytesOut.Add(uint64(n))
-	if err != nil && errors.Is(err, syscall.EPIPE) && tl.failed() {
-		return n, c.opErr("write", withDetail(ErrReset, "connection ended abnormally (kernel tcp)"))
-	}
-	return n, c.mapErr(err)
+	return n, c.laneErr("write", err)
 }
 
-func (tl *tcpLane) close(c *Conn) error {
+// laneErr maps a lane error: a connection that ended abnormally is
+// ECONNRESET, as on the UCX lane.
+func (c *Conn) laneErr(op string, err error) error {
+	if err == lane.ErrAbnormal {
+		return c.opErr(op, withDetail(ErrReset, "%v", lane.ErrAbnormal))
+	}
+	return c.mapErr(err)
+}
+
+func (c *Conn) laneClose() error {
 	c.t.lanes.remove(c)
-	return c.mapErr(tl.tc.Close())
+	return c.mapErr(c.lane.TC.Close())
 }
 
 // ReadFrom copies r to the conn until EOF. On the TCP lane it is
@@ -347,7 +274,7 @@ func (tl *tcpLane) close(c *Conn) error {
 // sendfile and splice; on the UCX lane, a plain copy.
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	if c.lane != nil {
-		n, err := c.lane.tc.ReadFrom(r)
+		n, err := c.lane.TC.ReadFrom(r)
 		c.cnt.bytesOut.Add(uint64(n))
 		return n, c.mapErr(err)
 	}
@@ -359,7 +286,7 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 // plain copy.
 func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 	if c.lane != nil {
-		n, err := c.lane.tc.WriteTo(w)
+		n, err := c.lane.TC.WriteTo(w)
 		c.cnt.bytesIn.Add(uint64(n))
 		return n, c.mapErr(err)
 	}
@@ -370,17 +297,3 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 // io.Copy (which would call them back).
 type writerOnly struct{ io.Writer }
 type readerOnly struct{ io.Reader }
-
-// laneDeadline sets a deadline on a lane conn (which of them: what).
-func (tl *tcpLane) setDeadline(c *Conn, what string, t time.Time) error {
-	var err error
-	switch what {
-	case "read":
-		err = tl.tc.SetReadDeadline(t)
-	case "write":
-		err = tl.tc.SetWriteDeadline(t)
-	default:
-		err = tl.tc.SetDeadline(t)
-	}
-	return c.mapErr(err)
-}

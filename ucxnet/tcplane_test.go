@@ -336,7 +336,7 @@ func TestTCPLaneAttackSlowloris(t *testing.T) {
 	requireListenerServes(t, p)
 }
 
-// More unauthenticated conns than maxPendingTCP: the ones beyond are
+// More unauthenticated conns than lane.MaxPending: the ones beyond are
 // closed at once (counted), and once the held ones time out a proper dial
 // is served again.
 func TestTCPLaneAttackPendingCap(t *testing.T) {
@@ -350,16 +350,14 @@ func TestTCPLaneAttackPendingCap(t *testing.T) {
 			nc.Close()
 		}
 	}()
-	for range maxPendingTCP {
+	for range lane.MaxPending {
 		nc, err := net.Dial("tcp", ep)
 		require.NoError(t, err)
 		held = append(held, nc)
 	}
 	// The accept loop admits in order: wait until it has taken them all.
 	require.Eventually(t, func() bool {
-		p.ln.(*Listener).tcp.mu.Lock()
-		defer p.ln.(*Listener).tcp.mu.Unlock()
-		return len(p.ln.(*Listener).tcp.pending) == maxPendingTCP
+		return p.ln.(*Listener).tcp.Pending() == lane.MaxPending
 	}, 30*time.Second, 10*time.Millisecond)
 	// The one beyond is reset at once: so soon that the dial itself may
 	// see the RST.

@@ -18,7 +18,7 @@ import (
 func (c *Conn) terminate(err error, pol session.EndPolicy) {
 	if c.lane != nil {
 		c.t.lanes.remove(c)
-		lane.Reset(c.lane.tc)
+		lane.Reset(c.lane.TC)
 		return
 	}
 	c.mu.Lock()

@@ -38,7 +38,7 @@ func (c *Conn) sendWindow(limit uint64) {
 // part is committed.
 func (c *Conn) Write(b []byte) (int, error) {
 	if c.lane != nil {
-		return c.lane.write(c, b)
+		return c.laneWrite(b)
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()

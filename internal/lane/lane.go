@@ -8,8 +8,9 @@
 // configuration) and says why, in the spirit of SMC-R's fallback reasons
 // (smcss). The package also holds the kernel-TCP lane's wire and sockets:
 // the TCP endpoints a listener publishes, the preamble each connection
-// starts with, where a listener listens, keepalive and resets. It uses no
-// cgo.
+// starts with, where a listener listens and its accept loops, a conn's
+// reads and writes, the dial to a listener's endpoints, keepalive and
+// resets. It uses no cgo.
 package lane
 
 import (
