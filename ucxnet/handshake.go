@@ -1,6 +1,7 @@
 package ucxnet
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -252,16 +253,8 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		return
 	}
 	c.from = from // the listener's frames for this conn come from there from now on
-	if h.Kind == stream.KindRefuse {
-		c.terminateLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)), session.EndQuiet)
-		c.mu.Unlock()
-		c.t.removeConn(c)
-		return
-	}
-	if helloErr != nil {
-		c.terminateLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", helloErr), session.EndQuiet)
-		c.mu.Unlock()
-		c.t.removeConn(c)
+	if h.Kind == stream.KindRefuse || helloErr != nil {
+		c.endHandshake(h, hello.ConnID, helloErr, from)
 		return
 	}
 	c.remoteID = hello.ConnID
@@ -319,6 +312,48 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	}
 }
 
+// endHandshake ends c's dial on a REFUSE, or on an ACCEPT (naming the
+// listener's conn listenerID, from the endpoint from) refused for
+// helloErr, which gets an RST (resetAccept). c.mu is held; it is released.
+func (c *Conn) endHandshake(h stream.Header, listenerID uint64, helloErr error, from uintptr) {
+	if h.Kind == stream.KindRefuse {
+		c.terminateLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)), session.EndQuiet)
+		c.mu.Unlock()
+		c.t.removeConn(c)
+		return
+	}
+	c.terminateLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", helloErr), session.EndQuiet)
+	c.mu.Unlock()
+	c.t.removeConn(c)
+	c.t.resetAccept(c, listenerID, from, errors.Is(helloErr, errAcceptRefused))
+}
+
+// errAcceptRefused: the worker address an ACCEPT names is refused.
+var errAcceptRefused = errors.New("worker address refused")
+
+// resetAccept answers an ACCEPT that c, a dial, refused with
+// RST(RstUnknownConn) naming the listener's conn listenerID, so that the
+// listener resets the conn it queued: through the peer whose frames come
+// from the ACCEPT's endpoint from, else, when the ACCEPT's worker address
+// was not refused (rebound), through c's own peer, the one its CONNECT
+// went through. c is out of the conn table.
+func (t *Transport) resetAccept(c *Conn, listenerID uint64, from uintptr, rebindRefused bool) {
+	if listenerID == 0 {
+		return
+	}
+	t.mu.RLock()
+	p := c.sh.peersByFrom[from]
+	if p == nil && !rebindRefused {
+		p = c.peer
+	}
+	t.mu.RUnlock()
+	if p == nil {
+		return
+	}
+	t.stats.resetsSent.Add(1)
+	_ = t.sendCtl(p, stream.Header{Kind: stream.KindRst, ConnID: listenerID, Aux: uint64(stream.RstUnknownConn)})
+}
+
 // acceptHello decodes the Hello of c's ACCEPT, which came from the
 // endpoint from, and checks its limits. If it says
 // stream.FeatureWorkers and c offered it, c moves to the listener's worker
@@ -344,7 +379,7 @@ func (c *Conn) acceptHello(payload []byte, from uintptr) (stream.Hello, error) {
 	if err := c.t.rebindAccept(c, hello.WorkerAddr, from); err != nil {
 		c.t.badFrame()
 		c.t.logHostile("ucxnet: refused an ACCEPT's worker address", "reason", err.Error())
-		return hello, fmt.Errorf("worker address refused: %w", err)
+		return hello, fmt.Errorf("%w: %w", errAcceptRefused, err)
 	}
 	return hello, nil
 }

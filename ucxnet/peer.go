@@ -165,13 +165,24 @@ var errTooManyPeers = errors.New("ucxnet: CONNECT over the endpoint budget")
 var errClaimedAddr = errors.New("ucxnet: CONNECT from another endpoint than the named worker's")
 
 // claimedLocked reports whether a handshake frame from the endpoint from
-// that names p's worker address claims it: p has conns and its frames come
-// from another endpoint. A peer without conns holds at most a stale From
-// (its worker replaced its endpoint to us, as an idle sweep does): the
-// frame then claims nothing, and a conn bound through p's endpoint notes
-// the new From (noteFromLocked). t.mu is held.
-func claimedLocked(p *peer, from uintptr) bool {
-	return p != nil && p.from != 0 && p.from != from && len(p.conns) > 0
+// that names p's worker address claims it: p has bound conns other than
+// self (nil for a CONNECT), and its frames come from another endpoint.
+// Dials waiting for their answer, abandoned ones included, are bound to
+// nothing and claim nothing. A peer without bound conns holds at most a
+// stale From (its worker replaced its endpoint to us, as an idle sweep
+// does): the frame then claims nothing, and a conn bound through p's
+// endpoint notes the new From (noteFromLocked). t.mu is held, on the
+// engine goroutine of p's shard (conns' From).
+func claimedLocked(p *peer, from uintptr, self *Conn) bool {
+	if p == nil || p.from == 0 || p.from == from {
+		return false
+	}
+	for _, q := range p.conns {
+		if q != self && q.from != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // peerFor returns the peer of shard s for a packed worker address,
@@ -247,7 +258,7 @@ func (t *Transport) idlePeersLocked() int {
 func (t *Transport) attach(addr []byte, c *Conn, dial bool, at *shard, from uintptr) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !dial && claimedLocked(at.peers[string(addr)], from) {
+	if !dial && claimedLocked(at.peers[string(addr)], from, nil) {
 		// A CONNECT that names the worker address of a peer with conns
 		// whose frames come from another endpoint: a claim (the address
 		// is public, in the registry), not that peer.

@@ -166,7 +166,7 @@ var (
 // from, on c's shard) said stream.FeatureWorkers, to the peer for the
 // listener's worker that the ACCEPT names, making its endpoint if need
 // be. The address is refused if it is empty or claimed (a peer of c's
-// shard with conns has it and its frames come from elsewhere: binding
+// shard with other bound conns has it and its frames come from elsewhere: binding
 // would make the sender stand for that peer, claimedLocked); the engine
 // validates a new one before UCX sees it. c.mu is not held.
 func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
@@ -177,7 +177,7 @@ func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 	defer t.mu.Unlock()
 	s := c.sh
 	p := s.peers[string(addr)]
-	if claimedLocked(p, from) {
+	if claimedLocked(p, from, c) {
 		return errAcceptClaim
 	}
 	if p == nil || p.staleLocked(time.Now()) {
