@@ -167,6 +167,7 @@ func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error)
 		noAnswer = timer.C
 	}
 	var giveUp error
+	unanswered := false
 	select {
 	case <-c.dialDone:
 		c.mu.Lock()
@@ -179,12 +180,16 @@ func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error)
 	case <-ctx.Done():
 		giveUp = ctx.Err()
 	case <-noAnswer:
+		unanswered = true
 		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, 2*c.keepAlive, releasePair(e))
 	case <-c.t.closing:
 		c.terminate(ErrTransportClosed, session.EndQuiet)
 		return nil, ErrTransportClosed
 	}
 	c.abandonDial()
+	if unanswered {
+		c.t.markUnanswered(c)
+	}
 	return nil, giveUp
 }
 

@@ -114,19 +114,19 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 	}
 	if checkPeerLimits(hello) != nil {
 		t.badFrame()
-		t.refuseAddr(at, hello.WorkerAddr, hello.ConnID, stream.RefuseBadHello)
+		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseBadHello)
 		return
 	}
 	t.mu.RLock()
 	l := t.listeners[hello.Name]
 	t.mu.RUnlock()
 	if l == nil {
-		t.refuseAddr(at, hello.WorkerAddr, hello.ConnID, stream.RefuseNoListener)
+		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseNoListener)
 		return
 	}
 	if l.psk != nil && len(hello.Nonce) != auth.ChallengeLen {
 		t.authFailed()
-		t.refuseAddr(at, hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
+		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
 		return
 	}
 	c := t.acceptedConn(l, hello, t.acceptShard(at, &hello))
@@ -214,12 +214,13 @@ func (t *Transport) sendAccept(c *Conn, name string) {
 	}
 }
 
-// refuseAddr answers a CONNECT from the worker at addr with REFUSE(code),
-// on an existing endpoint or on a new one that the idle-peer sweep closes
-// soon. With too many such endpoints already, the dialer gets no answer
-// (its dial fails when no answer comes: see Config.KeepAlive).
-func (t *Transport) refuseAddr(at *shard, addr []byte, dialerID uint64, code stream.RefuseCode) {
-	p, err := t.peerFor(at, addr, false)
+// refuseAddr answers a CONNECT from the worker at addr, which arrived on
+// at from the endpoint from, with REFUSE(code), on an existing endpoint
+// or on a new one that the idle-peer sweep closes soon. With too many
+// such endpoints already, the dialer gets no answer (its dial fails when
+// no answer comes: see Config.KeepAlive).
+func (t *Transport) refuseAddr(at *shard, from uintptr, addr []byte, dialerID uint64, code stream.RefuseCode) {
+	p, err := t.refusePeer(at, addr, from)
 	if err != nil {
 		t.stats.refused.Add(1)
 		if err != errTooManyPeers {
@@ -320,6 +321,7 @@ func (c *Conn) endHandshake(h stream.Header, listenerID uint64, helloErr error, 
 		c.terminateLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)), session.EndQuiet)
 		c.mu.Unlock()
 		c.t.removeConn(c)
+		c.t.markUnanswered(c)
 		return
 	}
 	c.terminateLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", helloErr), session.EndQuiet)

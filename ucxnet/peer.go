@@ -52,6 +52,15 @@ type peer struct {
 	// one. The sweep closes endpoints idle too long.
 	idleSince time.Time
 	hadConns  bool
+	// replace: a dial through it got a REFUSE or no answer while none of
+	// its conns was answered (under Transport.mu). The listener closes an
+	// endpoint it made only to refuse, and UCX pairs the two ends, so this
+	// end may send into nothing: the next dial replaces it unless a conn
+	// of it was answered or is still dialing (replaceLocked).
+	replace bool
+	// refusedFrom is the From of the CONNECT that a peer without conns was
+	// made to refuse (under Transport.mu; see remadeLocked).
+	refusedFrom uintptr
 	// ka is the shortest positive keepalive of the conns it had since it
 	// last had none (under Transport.mu); 0: not checked.
 	ka time.Duration
@@ -185,30 +194,43 @@ func claimedLocked(p *peer, from uintptr, self *Conn) bool {
 	return false
 }
 
-// peerFor returns the peer of shard s for a packed worker address,
-// creating its endpoint on first use: for a dial (dial = true), or to
-// answer a CONNECT that arrived on s whose sender is not known (a
-// REFUSE), within the admission budget (admit.go) and with at most
-// maxIdlePeers endpoints without conns. The engine validates the address
-// before UCX sees it (UCX aborts the process on a malformed one).
-func (t *Transport) peerFor(s *shard, addr []byte, dial bool) (*peer, error) {
+// refusePeer returns the peer of shard s for a packed worker address, to
+// answer with a REFUSE a CONNECT from it that arrived on s from the
+// endpoint from, creating its endpoint if need be, within the admission
+// budget (admit.go) and with at most maxIdlePeers endpoints without
+// conns. The engine validates the address before UCX sees it (UCX aborts
+// the process on a malformed one).
+func (t *Transport) refusePeer(s *shard, addr []byte, from uintptr) (*peer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.peerForLocked(s, addr, dial, s, 0)
+	p, err := t.peerForLocked(s, addr, false, nil, from)
+	if err == nil && !p.hadConns {
+		p.refusedFrom = from
+	}
+	return p, err
 }
 
-// peerForLocked is peerFor under t.mu, for a CONNECT (dial = false) that
-// arrived on shard at from the endpoint from (0: not known).
+// peerForLocked returns the peer of shard s for a packed worker address,
+// creating its endpoint if need be: for a dial (dial = true), or for a
+// CONNECT that arrived on shard at from the endpoint from, to attach its
+// conn (at is s) or to refuse it (at is nil: its sender is not known, and
+// from only decides whether to replace an endpoint made to refuse, see
+// remadeLocked). A CONNECT's endpoint is made within the admission budget
+// (admit.go) and with at most maxIdlePeers endpoints without conns. t.mu
+// is held.
 func (t *Transport) peerForLocked(s *shard, addr []byte, dial bool, at *shard, from uintptr) (*peer, error) {
 	if t.closed {
 		return nil, ErrTransportClosed
 	}
 	if p := s.peers[string(addr)]; p != nil {
-		if !p.staleLocked(time.Now()) {
+		if !p.staleLocked(time.Now()) && !(dial && p.replaceLocked()) && !(!dial && p.remadeLocked(from)) {
 			return p, nil
 		}
 		s.forgetPeerLocked(p)
 		go t.closeEP(p, false)
+	}
+	if at == nil {
+		at, from = s, 0
 	}
 	if !dial {
 		if t.idlePeersLocked() >= maxIdlePeers {
@@ -284,7 +306,11 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool, at *shard, from uint
 func (t *Transport) noteFromLocked(p *peer, c *Conn) {
 	from := c.from
 	s := p.sh
-	if from == 0 || p.from == from || s.peers[p.addr] != p {
+	if from == 0 || s.peers[p.addr] != p {
+		return
+	}
+	p.replace = false // a conn of it was answered
+	if p.from == from {
 		return
 	}
 	s.forgetFromLocked(p)
@@ -317,9 +343,59 @@ const (
 // without an error (measured over tcp and sm: none within 5 s). Conns
 // leave both sides within a round trip, so the other side closes no
 // earlier than about idlePeer after this one's idleSince: a peer idle for
-// less than idleReuse still has both ends. t.mu is held.
+// less than idleReuse still has both ends. A dial only passing through
+// p (rebound to the peer its ACCEPT names) leaves idleSince as it was;
+// an endpoint whose dial got a REFUSE or no answer is replaced on its own
+// rule (replaceLocked). t.mu is held.
 func (p *peer) staleLocked(now time.Time) bool {
 	return len(p.conns) == 0 && p.hadConns && now.Sub(p.idleSince) > idleReuse
+}
+
+// remadeLocked reports whether p, an endpoint made only to refuse a
+// CONNECT (it never had conns), is to be replaced for a CONNECT from the
+// endpoint from: one other than the refused CONNECT's. The dialer
+// replaces its endpoint after a REFUSE (peer.replace), and UCX pairs the
+// two ends, so p then sends into nothing. t.mu is held.
+func (p *peer) remadeLocked(from uintptr) bool {
+	return !p.hadConns && p.refusedFrom != 0 && from != 0 && p.refusedFrom != from
+}
+
+// replaceLocked reports whether a dial is to replace p's endpoint: p is
+// marked (peer.replace) and carries only dials given up on. t.mu is held.
+func (p *peer) replaceLocked() bool {
+	if !p.replace {
+		return false
+	}
+	for _, c := range p.conns {
+		c.mu.Lock()
+		abandoned := c.state.Phase == session.PhaseAbandoned
+		c.mu.Unlock()
+		if !abandoned {
+			return false
+		}
+	}
+	return true
+}
+
+// markUnanswered marks the peer of c, a dial that got a REFUSE or no
+// answer, for replacement (peer.replace) unless one of its conns was
+// answered. No conn's mu is held.
+func (t *Transport) markUnanswered(c *Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := c.peer
+	if p == nil {
+		return
+	}
+	for _, q := range p.conns {
+		q.mu.Lock()
+		ph := q.state.Phase
+		q.mu.Unlock()
+		if ph != session.PhaseDialing && ph != session.PhaseAbandoned {
+			return
+		}
+	}
+	p.replace = true
 }
 
 // sweepEvery is how often the keepalive sweep runs: a sixth of the

@@ -1,6 +1,8 @@
 package ucxnet
 
 import (
+	"bytes"
+	"fmt"
 	"net"
 	"syscall"
 	"testing"
@@ -89,4 +91,91 @@ func TestMemRefusedAcceptReset(t *testing.T) {
 	require.NoError(t, zc.SetReadDeadline(time.Now().Add(10*time.Second)))
 	_, err = zc.Read(make([]byte, 1))
 	require.ErrorIs(t, err, syscall.ECONNRESET, "the refused conn was not reset")
+}
+
+// A refused dial (no key for a keyed listener) leaves the listener an
+// endpoint made only to refuse, which it closes after idleRefusedPeer;
+// UCX pairs it with the dialer's endpoint, which then sends into nothing.
+// Dials to another listener of that process, at once and after that
+// endpoint was swept, must get their answer: the dialer replaces an
+// endpoint whose dial was refused, and the listener an endpoint made to
+// refuse once a CONNECT comes through another. Before, every dial from
+// that worker within a minute failed with "no answer within 3s".
+func TestRetryAfterRefusal(t *testing.T) {
+	for _, w := range []int{1, 2} {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			p := newPair(t, Config{Workers: w, Window: 256 << 10})
+			lc := ListenConfig{Transport: p.server, PSK: bytes.Repeat([]byte{7}, 32)}
+			kl, err := lc.Listen(t.Context(), Network, "keyed-retry")
+			require.NoError(t, err)
+			defer kl.Close()
+			p.client.nextDial.Store(0)
+			_, err = p.dialer.Dial(Network, "keyed-retry") // no key: REFUSE
+			require.ErrorIs(t, err, syscall.ECONNREFUSED)
+			for i, wait := range []time.Duration{0, idleRefusedPeer + 2*time.Second} {
+				time.Sleep(wait) // the listener's sweep closes its refusing endpoint
+				c, s := dialPinned(t, p)
+				echoes(t, c, fmt.Sprintf("retry %d", i))
+				require.NoError(t, c.Close())
+				require.NoError(t, s.Close())
+			}
+		})
+	}
+}
+
+// As TestRetryAfterRefusal, with the listener's sweep run by hand on an
+// aged refusing endpoint.
+func TestRedialAfterRefusingPeerSwept(t *testing.T) {
+	for _, w := range []int{1, 2} {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			forEachEngine(t, Config{Workers: w, Window: 256 << 10}, func(t *testing.T, p *pair) {
+				lc := ListenConfig{Transport: p.server, PSK: bytes.Repeat([]byte{7}, 32)}
+				kl, err := lc.Listen(t.Context(), Network, "keyed-sweep")
+				require.NoError(t, err)
+				defer kl.Close()
+				p.client.nextDial.Store(0)
+				_, err = p.dialer.Dial(Network, "keyed-sweep")
+				require.ErrorIs(t, err, syscall.ECONNREFUSED)
+				closed := p.server.Stats().IdlePeersClosed
+				ageIdlePeers(p.server, idleRefusedPeer+time.Second)
+				for _, s := range p.server.shards {
+					s.sweepOnce(time.Now(), false)
+				}
+				require.Greater(t, p.server.Stats().IdlePeersClosed, closed, "no endpoint swept")
+				c, s := dialPinned(t, p)
+				echoes(t, c, "after the sweep")
+				require.NoError(t, c.Close())
+				require.NoError(t, s.Close())
+			})
+		})
+	}
+}
+
+// A dial accepted on another listener worker than its CONNECT's leaves
+// the CONNECT's peer as idle as it was: the listener worker's end of that
+// peer may have been closed by its idle sweep meanwhile, so the peer must
+// still age toward replacement (staleLocked). Before, each such dial
+// restarted its idle time, and a later dial accepted on that worker was
+// sent into nothing.
+func TestMemRebindKeepsIdleSince(t *testing.T) {
+	p := newMemPair(t, Config{Workers: 2, Window: 256 << 10})
+	p.client.nextDial.Store(0)   // client worker 1
+	p.server.nextAccept.Store(1) // server worker 0: the CONNECT's peer carries the conn
+	acc := make(chan net.Conn, 1)
+	go func() { s, _ := p.ln.Accept(); acc <- s }()
+	c1, err := p.dialer.Dial(Network, p.ln.Addr().String())
+	require.NoError(t, err)
+	s1 := <-acc
+	cp := c1.(*Conn).peer
+	require.NoError(t, c1.Close())
+	require.NoError(t, s1.Close())
+	waitNoConns(t, p.client)
+	p.client.mu.RLock()
+	idle := cp.idleSince
+	p.client.mu.RUnlock()
+	c2, _ := dialPinned(t, p.pair) // server worker 1: through cp, rebound
+	require.NotSame(t, cp, c2.peer)
+	p.client.mu.RLock()
+	defer p.client.mu.RUnlock()
+	require.Equal(t, idle, cp.idleSince, "the rebound dial restarted the CONNECT peer's idle time")
 }

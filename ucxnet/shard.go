@@ -191,7 +191,15 @@ func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 	if p == c.peer || c.state.Phase != session.PhaseDialing && c.state.Phase != session.PhaseAbandoned || t.conns[c.id] != c {
 		return nil
 	}
+	// The CONNECT's peer keeps its idleSince: a dial passing through it
+	// says nothing of its other end (the listener's worker may have
+	// closed its end, idle, meanwhile).
+	old := c.peer
+	idle := old.idleSince
 	t.leavePeerLocked(c)
+	if len(old.conns) == 0 {
+		old.idleSince = idle
+	}
 	c.peer = p
 	t.joinPeerLocked(c)
 	return nil
