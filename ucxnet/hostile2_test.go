@@ -87,6 +87,13 @@ func testMemClaimedPeerNotKeptAlive(t *testing.T) {
 	defer c.Close()
 	defer s.Close()
 	sid := s.(*Conn).id
+	// A byte each way first: the server conn is bound to the client's
+	// endpoint by a frame that names it (an attacker who knew sid before
+	// that could bind it to itself, which is not what this test is about).
+	_, err := c.Write([]byte{1})
+	require.NoError(t, err)
+	_, err = io.ReadFull(s, make([]byte, 1))
+	require.NoError(t, err)
 	// The client stops: nothing it sends arrives any more.
 	cli := string(p.cEng.Address())
 	p.net.SetHook(func(f *memengine.Frame) memengine.Action {
@@ -114,7 +121,7 @@ func testMemClaimedPeerNotKeptAlive(t *testing.T) {
 	}()
 	defer func() { close(stop); <-done }()
 	require.NoError(t, s.SetReadDeadline(time.Now().Add(15*time.Second)))
-	_, err := s.Read(make([]byte, 1))
+	_, err = s.Read(make([]byte, 1))
 	require.True(t, errors.Is(err, syscall.ECONNRESET), "the stopped peer was kept alive: %v", err)
 	require.ErrorContains(t, err, "keepalive")
 }
