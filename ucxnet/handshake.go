@@ -158,10 +158,15 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 				c.terminate(withDetail(ErrRefused, "no authentication within %v", authTimeout), session.EndReset(stream.RstAbort, session.RSTAlways))
 			}
 		})
-	} else if !l.enqueue(c) {
-		t.removeConn(c)
-		t.refuse(c.peer, hello.ConnID, stream.RefuseBacklog)
-		return
+	} else {
+		if !l.enqueue(c) {
+			t.removeConn(c)
+			t.refuse(c.peer, hello.ConnID, stream.RefuseBacklog)
+			return
+		}
+		// Counted before the ACCEPT goes: Accept may return c, and the
+		// dialer use it, before this goroutine runs again.
+		t.stats.accepts.Add(1)
 	}
 	t.sendAccept(c, hello.Name)
 }
@@ -207,10 +212,6 @@ func (t *Transport) sendAccept(c *Conn, name string) {
 	}
 	if err := t.sendHello(c.peer, stream.Header{Kind: stream.KindAccept, ConnID: c.remoteID}, reply); err != nil {
 		c.terminate(withDetail(ErrReset, "sending ACCEPT: %v", err), session.EndQuiet)
-		return
-	}
-	if c.auth == nil {
-		t.stats.accepts.Add(1)
 	}
 }
 
