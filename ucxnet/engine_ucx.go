@@ -1,14 +1,16 @@
 package ucxnet
 
 // The one file of ucxnet that reaches the UCX progress engine
-// (internal/progress): starting it, telling it from the other engines
-// (the in-memory one of tests, noUCX), and what it reads of the UCX
-// library and of packed worker addresses. The rest of ucxnet sees engines
-// through internal/engine.
+// (internal/progress): it hands the session (internal/session, which
+// imports no cgo package) what it needs of UCX: starting the engine,
+// telling it from the other engines (the in-memory one of tests, the
+// session's noUCX), and what it reads of the UCX library and of packed
+// worker addresses.
 
 import (
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/progress"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
 )
 
@@ -18,6 +20,26 @@ import (
 // see Config.Lane); NewTransport fails with it only when the UCX lane is
 // forced.
 var ErrUnsupported = progress.ErrUnsupported
+
+func init() {
+	session.SetUCX(session.UCXBinding{
+		Start:       startUCX,
+		Unsupported: ErrUnsupported,
+		IsUCX: func(eng engine.Engine) bool {
+			_, ok := eng.(*progress.Engine)
+			return ok
+		},
+		Library: func() UCXLibrary {
+			return UCXLibrary{Version: progress.Version(), BuiltFor: progress.BuildRelease(), Path: progress.LibraryPath()}
+		},
+		Offer: func(addr []byte) (session.AddressOffer, error) {
+			o, err := progress.Offer(addr)
+			return session.AddressOffer(o), err
+		},
+		AddressRelease: progress.AddressRelease,
+		ValidAddress:   progress.ValidAddress,
+	})
+}
 
 // startUCX starts a UCX worker and its progress engine for cfg,
 // delivering to h; it fails with ErrUnsupported in a build without UCX.
@@ -38,30 +60,3 @@ func ucxSettings(user map[string]string) []progress.Setting {
 	}
 	return out
 }
-
-// isUCX reports whether eng is a UCX progress engine.
-func isUCX(eng engine.Engine) bool {
-	_, ok := eng.(*progress.Engine)
-	return ok
-}
-
-// loadedUCX describes the UCX library loaded (UCX finds it once).
-func loadedUCX() UCXLibrary {
-	return UCXLibrary{Version: progress.Version(), BuiltFor: progress.BuildRelease(), Path: progress.LibraryPath()}
-}
-
-// addressOffer is what a packed worker address offers a peer, by the
-// transports it names.
-type addressOffer = progress.AddressOffer
-
-// offerOf reads what a packed worker address offers; it fails for an
-// address this build cannot read.
-func offerOf(addr []byte) (addressOffer, error) { return progress.Offer(addr) }
-
-// addressRelease is the UCX release a packed worker address names
-// ("1.18"), "" if it names none (releases before 1.16) or is not one.
-func addressRelease(addr []byte) string { return progress.AddressRelease(addr) }
-
-// validAddress reports whether addr is a packed worker address this build
-// would hand to UCX.
-func validAddress(addr []byte) bool { return progress.ValidAddress(addr) }

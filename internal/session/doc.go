@@ -1,11 +1,18 @@
-// Package session holds ucxnet's protocol state in pure Go: what a
-// Transport keeps between its engines (internal/engine) and the face that
-// applications see (the ucxnet package's Conn, Listener and Dialer). It
-// imports engine, stream and the pure internal packages only: no cgo, no
-// UCX, no platform code. Anything platform-specific (the descriptor sweep,
-// the shared-memory FIFO watcher, the stats socket, process lookups, the
-// UCX engine's construction) stays outside; ucxnet hands in what the
-// session needs of it as function values or small interfaces.
+// Package session is ucxnet's conn core in pure Go: the Transport, its
+// conns, listeners and dialer, the protocol they speak over the engines
+// (internal/engine) and the kernel-TCP lane (internal/lane), and the
+// owned types they are built from. Package ucxnet is the face that
+// applications see; for now it names this package's Transport, Conn,
+// Listener, Dialer and the rest as its own (type aliases).
+//
+// The session imports no cgo package: not the UCX binding (internal/cucx)
+// nor the progress engine (internal/progress), and not ucxnet
+// (internal/srcsize checks it). What it needs of UCX, starting the
+// progress engine and reading the UCX library and packed worker
+// addresses, ucxnet hands in when it is initialised (SetUCX, ucx.go);
+// without it the session runs no UCX (noucx.go), as a build without cgo
+// does. The platform packages it uses (internal/cloexec, smfifo,
+// statsock, procstat, lane) are pure Go, with stubs off Linux.
 //
 // # The face and the session
 //
@@ -23,11 +30,12 @@
 //     completes the send: only the session knows when that is, so the
 //     wait for it belongs to the session, not to the face.
 //
-// The conn core (the conn's Read, Write and state machine, the conn and
-// peer tables, dispatch and the handshake) is still in package ucxnet,
-// built from the owned types here; it moves here as that stream.
+// The conn core (the Conn's Read, Write and state machine, the conn and
+// peer tables, dispatch and the handshake) is here, built from the owned
+// types below; the Conn also keeps its own deadlines and wraps its errors
+// in *net.OpError, which the face is to do.
 //
-// # What is here
+// # The owned types
 //
 // One file per owned type:
 //   - a stream's State (its phase and which halves are shut) and how it
@@ -43,9 +51,9 @@
 //     records a peer's input causes) and BufPool (recycled buffers).
 package session
 
-// Lock order and ownership of the session's state, which the ucxnet
-// package holds until it moves here. A lock is taken only after those
-// above it (indented under it) and never the other way:
+// Lock order and ownership of the session's state (Conn, Transport,
+// Listener, peer and outQueue are this package's types). A lock is taken
+// only after those above it (indented under it) and never the other way:
 //
 //	Conn.wmu      serializes writers and the FIN after them; seq
 //	  Transport.mu  RW: the conn table, the listeners, closed, every

@@ -1,0 +1,411 @@
+package session
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/lane"
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+// Conn is a ucxnet connection: a byte stream carried as UCX active
+// messages. It implements net.Conn and, like *net.TCPConn, CloseWrite.
+// All methods are safe for concurrent use.
+type Conn struct {
+	t        *Transport
+	peer     *peer
+	id       uint64    // our conn id: frames to us carry it
+	remoteID uint64    // the peer's conn id: frames we send carry it
+	frame    int       // largest frame payload to send (both sides' EagerMax)
+	peerSegs SegLimits // largest frames the peer receives as one UCX message
+	laddr    Addr
+	raddr    Addr
+	dialDone chan struct{} // closed when a dial is answered
+	// keepAlive is how long the conn's peer may stay silent (Dialer and
+	// ListenConfig KeepAlive, else Config.KeepAlive; <= 0: not checked).
+	keepAlive time.Duration
+	dialed    bool       // made by Dial (set under Transport.mu when attached)
+	auth      *authState // pre-shared-key handshake state, if any
+	// sh is the shard the conn is on: its frames come and go through that
+	// shard's engine. Set before the conn is in the conn table.
+	sh *shard
+	// from identifies the UCX endpoint the peer's frames for this conn
+	// come from (engine.Event.From), learnt from its ACCEPT (dialed) or
+	// the first frame for it (accepted); frames from anywhere else are
+	// dropped. Engine goroutine of sh only.
+	from uintptr
+	// learnFrom: an accepted conn not bound yet; the first frame for it
+	// sets from (Transport.learnFrom). Engine goroutine of sh only, as is
+	// unboundProbed: the keepalive sweep sent it a PING of its own while
+	// unbound (unbound.go).
+	learnFrom, unboundProbed bool
+	// workers: both sides run several workers (stream.FeatureWorkers):
+	// the ACCEPT names the listener's worker that carries the conn. Set
+	// before the conn is in the conn table.
+	workers bool
+	// peerProc is the process the peer's Hello named (procid_linux.go).
+	// Engine goroutine only.
+	peerProc stream.ProcID
+	// early holds frames that came before the ACCEPT (engine goroutine).
+	early Early
+
+	mu     sync.Mutex
+	state  State   // its phase and which halves are shut
+	in     Inbound // what arrived and is not read yet, and the receive window
+	rerr   error   // reset / failure, reported after buffered data
+	rwait  int     // readers waiting
+	rcond  chan struct{}
+	swin   stream.SendWindow
+	werr   error
+	wwait  int
+	wcond  chan struct{}
+	dErr   error
+	linger time.Duration // SetLinger: < 0 the transport's Linger, 0 reset on Close
+
+	closedCh      chan struct{} // closed by Close
+	failedCh      chan struct{} // closed when the conn fails or is reset (terminate)
+	wmu           sync.Mutex    // serializes writers and the FIN after them
+	seq           uint64        // next sequence number to send (under wmu)
+	out           Cork          // small writes queued while the engine was busy
+	readDeadline  deadline
+	writeDeadline deadline
+	// The kernel-TCP lane (tcpconn.go): when lane is set, every method
+	// delegates to its *net.TCPConn. laneWhy says why the lane was chosen.
+	lane    *lane.Conn
+	laneWhy string
+
+	// dataHdr is the DATA header Write hands the engine (under wmu): a
+	// field, not a local, so that it costs no allocation per write.
+	dataHdr [stream.HeaderLen]byte
+
+	cnt  connCounters // Stats
+	born time.Time    // when the conn was made (Stats)
+}
+
+// newConn returns a conn to p (nil: attached later) with a receive window
+// of window bytes.
+func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
+	c := &Conn{
+		t:             t,
+		sh:            t.shards[0],
+		peer:          p,
+		frame:         t.cfg.EagerMax,
+		peerSegs:      PeerSegLimits(stream.Hello{}), // until the peer's Hello says more
+		laddr:         laddr,
+		raddr:         raddr,
+		dialDone:      make(chan struct{}),
+		in:            NewInbound(uint32(min(window, t.cfg.Window)), t.holdMin, &t.readBufs),
+		rcond:         make(chan struct{}),
+		wcond:         make(chan struct{}),
+		swin:          stream.NewSendWindow(0),
+		closedCh:      make(chan struct{}),
+		failedCh:      make(chan struct{}),
+		linger:        -1,
+		keepAlive:     t.cfg.KeepAlive,
+		readDeadline:  makeDeadline(),
+		writeDeadline: makeDeadline(),
+		born:          time.Now(),
+	}
+	return c
+}
+
+// LocalAddr returns the local address: the listener's name for an accepted
+// conn, the transport's name and conn id for a dialed one.
+func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr returns the remote address: the dialed name for a dialed
+// conn, the dialer's transport name and conn id for an accepted one.
+func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+
+// Transports returns the UCX transports and devices carrying the conn's
+// endpoint, e.g. ["posix/memory", "cma/memory"] or ["tcp/lo"] or
+// ["rc_mlx5/mlx5_0:1"]: the answer to "am I on RDMA?".
+func (c *Conn) Transports() []string {
+	if c.lane != nil {
+		return []string{"tcp(kernel)"}
+	}
+	if p := c.peer.info.Load(); p != nil {
+		return append([]string(nil), (*p)...)
+	}
+	var tl []string
+	_ = c.peer.use(func(ep engine.EP) error {
+		tl = c.sh.eng.Stats(ep).Transports
+		return nil
+	})
+	if tl == nil {
+		return nil
+	}
+	c.peer.info.Store(&tl)
+	return append([]string(nil), tl...)
+}
+
+func (c *Conn) opErr(op string, err error) error {
+	if err == io.EOF {
+		return io.EOF
+	}
+	return &net.OpError{Op: op, Net: Network, Source: c.laddr, Addr: c.raddr, Err: err}
+}
+
+// broadcast wakes every waiter of a condition channel. c.mu is held.
+func broadcast(ch *chan struct{}, waiting int) {
+	if waiting > 0 {
+		close(*ch)
+		*ch = make(chan struct{})
+	}
+}
+
+// waitLocked waits for a broadcast on cond (counted in *waiting), for the
+// deadline channel dl or for c's close. c.mu is held, and released while
+// it waits.
+func (c *Conn) waitLocked(cond chan struct{}, waiting *int, dl <-chan struct{}) {
+	*waiting++
+	c.mu.Unlock()
+	select {
+	case <-cond:
+	case <-dl:
+	case <-c.closedCh:
+	}
+	c.mu.Lock()
+	*waiting--
+}
+
+// Read reads data from the conn. After the peer's Close or CloseWrite and
+// once everything it sent is read, Read returns io.EOF.
+func (c *Conn) Read(b []byte) (int, error) {
+	if c.lane != nil {
+		return c.laneRead(b)
+	}
+	c.mu.Lock()
+	for {
+		if c.state.Closed {
+			c.mu.Unlock()
+			return 0, c.opErr("read", net.ErrClosed)
+		}
+		dl := c.readDeadline.wait()
+		if isClosedChan(dl) {
+			c.mu.Unlock()
+			return 0, c.opErr("read", os.ErrDeadlineExceeded)
+		}
+		if c.in.Ready() {
+			if len(b) == 0 {
+				c.mu.Unlock()
+				return 0, nil
+			}
+			// nil: the engine buffers emptied (held payloads only) are
+			// few, and a local array would escape to the heap on every
+			// Read through the Release call.
+			n, done := c.in.Read(b, nil)
+			limit, send := c.in.Consume(n)
+			open := c.state.WindowOpen()
+			c.mu.Unlock()
+			c.sh.eng.Release(done...)
+			if send && open {
+				c.sendWindow(limit)
+			}
+			return n, nil
+		}
+		if c.state.FinIn {
+			// Everything the peer sent was read: a failure after its FIN
+			// (say, its process exiting) changes nothing for reads.
+			c.mu.Unlock()
+			return 0, io.EOF
+		}
+		if c.rerr != nil {
+			err := c.rerr
+			c.mu.Unlock()
+			return 0, c.opErr("read", err)
+		}
+		if len(b) == 0 {
+			c.mu.Unlock()
+			return 0, nil
+		}
+		c.waitLocked(c.rcond, &c.rwait, dl)
+	}
+}
+
+// accepted grows an accepted conn's receive window from preAcceptWindow
+// to the transport's Window once Accept hands it to the application.
+func (c *Conn) accepted() {
+	if c.lane != nil {
+		return
+	}
+	c.mu.Lock()
+	limit, send := c.in.Resize(uint32(c.t.cfg.Window))
+	open := c.state.WindowOpen()
+	c.mu.Unlock()
+	if send && open {
+		c.sendWindow(limit)
+	}
+}
+
+// SetDeadline sets the read and write deadlines. After Close it returns
+// an error matching net.ErrClosed, as *net.TCPConn's does.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if c.lane != nil {
+		return c.mapErr(c.lane.SetDeadline("", t))
+	}
+	if isClosedChan(c.closedCh) {
+		return c.opErr("set", net.ErrClosed)
+	}
+	c.readDeadline.set(t)
+	c.writeDeadline.set(t)
+	return nil
+}
+
+// SetReadDeadline sets the read deadline; it also interrupts a Read
+// already blocked.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.lane != nil {
+		return c.mapErr(c.lane.SetDeadline("read", t))
+	}
+	if isClosedChan(c.closedCh) {
+		return c.opErr("set", net.ErrClosed)
+	}
+	c.readDeadline.set(t)
+	return nil
+}
+
+// SetWriteDeadline sets the write deadline.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.lane != nil {
+		return c.mapErr(c.lane.SetDeadline("write", t))
+	}
+	if isClosedChan(c.closedCh) {
+		return c.opErr("set", net.ErrClosed)
+	}
+	c.writeDeadline.set(t)
+	return nil
+}
+
+// SetLinger sets how Close treats data not yet handed to the transport,
+// as (*net.TCPConn).SetLinger does. sec < 0 (the default): Close sends what
+// was written, then FIN, waiting up to the Transport's Linger for UCX to
+// hand it on. sec == 0: Close discards it and resets the conn — the peer
+// sees ECONNRESET, not EOF (a proxy passes on a reset this way). sec > 0:
+// as the default, waiting up to sec seconds.
+func (c *Conn) SetLinger(sec int) error {
+	if c.lane != nil {
+		return c.mapErr(c.lane.TC.SetLinger(sec))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state.Closed {
+		return c.opErr("set", net.ErrClosed)
+	}
+	switch {
+	case sec < 0:
+		c.linger = -1
+	case sec == 0:
+		c.linger = 0
+	default:
+		c.linger = time.Duration(sec) * time.Second
+	}
+	return nil
+}
+
+// CloseWrite shuts down the writing side: the peer reads what was written,
+// then io.EOF. Reading goes on.
+func (c *Conn) CloseWrite() error {
+	if c.lane != nil {
+		return c.mapErr(c.lane.CloseWrite())
+	}
+	c.mu.Lock()
+	if c.state.Closed {
+		c.mu.Unlock()
+		return c.opErr("close", net.ErrClosed)
+	}
+	c.state.WShut = true
+	broadcast(&c.wcond, c.wwait)
+	c.mu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.sendFin()
+}
+
+// sendFin sends FIN after all data, once. If a queued frame was lost, it
+// resets the conn instead and returns the reset error. c.wmu is held.
+func (c *Conn) sendFin() error {
+	c.sh.flushOut() // the open frame first: its send must not fail after the FIN went
+	if err := c.out.TakeErr(); err != nil {
+		c.terminate(err, EndGap) // a queued frame was lost: RST, not FIN after a gap
+		c.mu.Lock()
+		err = c.werr
+		c.mu.Unlock()
+		return c.opErr("close", err)
+	}
+	c.mu.Lock()
+	if c.state.FinOut || c.werr != nil || c.state.Phase != PhaseOpen {
+		c.mu.Unlock()
+		return nil
+	}
+	c.state.FinOut = true
+	c.mu.Unlock()
+	err := c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindFin, ConnID: c.remoteID, Seq: c.seq})
+	c.seq++
+	if err != nil {
+		return c.opErr("close", withDetail(ErrReset, "%v", err))
+	}
+	return nil
+}
+
+// Close closes the conn. Data already written is delivered, then FIN: the
+// peer reads everything, then io.EOF. If data the peer sent is still
+// unread, or SetLinger(0) was called, the peer is reset instead (as TCP
+// does). Blocked Read and Write
+// calls return net.ErrClosed.
+func (c *Conn) Close() error {
+	if c.lane != nil {
+		return c.laneClose()
+	}
+	c.mu.Lock()
+	if c.state.Closed {
+		c.mu.Unlock()
+		return c.opErr("close", net.ErrClosed)
+	}
+	c.state.Closed = true
+	unread := c.in.Unread() || c.linger == 0
+	linger := c.linger
+	if linger < 0 {
+		linger = c.t.cfg.Linger
+	}
+	if !unread {
+		c.dropLocked() // nothing to read; release what a failure kept
+	}
+	c.mu.Unlock()
+	close(c.closedCh)
+
+	c.wmu.Lock() // wait for a Write in progress to notice
+	defer c.wmu.Unlock()
+	if unread {
+		c.terminate(net.ErrClosed, EndReset(stream.RstAbort, RSTIfOpen))
+		return nil
+	}
+	err := c.sendFin()
+	if err == nil && linger > 0 {
+		// Like SO_LINGER: wait (bounded) until UCX has handed what we
+		// sent to the transport, so that a process exiting right after
+		// Close does not take unsent frames with it.
+		_ = c.t.flushWithin(c.peer, linger)
+	}
+	c.mu.Lock()
+	// The peer's FIN may have come at any point since closed was set: the
+	// receive side only notes it (finIn) until finWait says our FIN went, so
+	// that both ends closing at once still exchange both FINs.
+	finished := c.state.Finished()
+	if finished {
+		c.state.Phase = PhaseDone
+	} else {
+		c.state.FinWait = true
+	}
+	c.mu.Unlock()
+	if finished {
+		c.t.removeConn(c)
+	}
+	// Otherwise the conn stays in the table until the peer's FIN (or RST,
+	// or failure) arrives; data arriving meanwhile is answered with RST.
+	return err
+}

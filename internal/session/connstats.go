@@ -1,0 +1,187 @@
+package session
+
+// Per-conn statistics: Conn.Stats and Transport.Conns.
+
+import (
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/lane"
+)
+
+// connCounters are a conn's data counters: atomic adds on the data path,
+// read by Stats.
+type connCounters struct {
+	bytesIn, bytesOut, framesIn, framesOut atomic.Uint64
+}
+
+// The states ConnStats.State names.
+const (
+	ConnDialing     = "dialing"      // CONNECT sent, no answer yet
+	ConnAuthPending = "auth-pending" // accepted, waiting for the dialer's pre-shared-key proof
+	ConnOpen        = "open"         // established, both directions open
+	ConnReadClosed  = "read-closed"  // the peer closed its writing side (its FIN was received)
+	ConnWriteClosed = "write-closed" // CloseWrite: this side sent its FIN
+	ConnClosing     = "closing"      // Close sent FIN; waiting for the peer's
+	ConnClosed      = "closed"       // both directions closed
+	ConnFailed      = "failed"       // reset, or the peer failed
+)
+
+// ConnStats is a snapshot of one conn (Conn.Stats, Transport.Conns). Its
+// JSON form is what `ucxnet ls --json` prints.
+type ConnStats struct {
+	ID     uint64 `json:"id"`     // the conn's id at this end
+	Local  string `json:"local"`  // LocalAddr().String()
+	Remote string `json:"remote"` // RemoteAddr().String()
+	Dialed bool   `json:"dialed"` // made by Dial (else accepted)
+	// Lane is "ucx" or "tcp" (a kernel TCP connection), LaneReason why the
+	// conn is on it (see Conn.Lane).
+	Lane       string `json:"lane"`
+	LaneReason string `json:"lane_reason"`
+	// Transports are the UCX transports and devices carrying the conn
+	// (Conn.Transports); "tcp(kernel)" on the kernel-TCP lane.
+	Transports []string `json:"transports"`
+	State      string   `json:"state"` // one of the Conn* state names
+	// BytesIn and BytesOut count payload bytes received from the peer
+	// (read or not) and written to it (handed to the transport, or queued
+	// in the conn's open frame). FramesIn and FramesOut count the data
+	// frames that carried them on the UCX lane; the kernel-TCP lane has
+	// no frames (0).
+	BytesIn   uint64 `json:"bytes_in"`
+	BytesOut  uint64 `json:"bytes_out"`
+	FramesIn  uint64 `json:"frames_in"`
+	FramesOut uint64 `json:"frames_out"`
+	// SendWindow is how many bytes the peer's receive window lets this
+	// side send now; RecvWindow is the window this side grants the peer;
+	// Unread counts bytes received but not yet read; Queued counts bytes
+	// written but still in the conn's open frame (not yet handed to UCX).
+	// UCX lane only: 0 on the kernel-TCP lane, where the kernel keeps them.
+	SendWindow uint64 `json:"send_window"`
+	RecvWindow uint64 `json:"recv_window"`
+	Unread     uint64 `json:"unread"`
+	Queued     uint64 `json:"queued"`
+	// Age is how long ago the conn was made.
+	Age time.Duration `json:"age_ns"`
+	// RTT is the round trip to the peer: on the UCX lane that of the
+	// peer's last answered keepalive PING (per peer, sent only when the
+	// peer has been silent for a while: see Config.KeepAlive), on the
+	// kernel-TCP lane the kernel's smoothed estimate. 0: not measured yet.
+	RTT time.Duration `json:"rtt_ns"`
+}
+
+// Stats returns a snapshot of the conn's statistics. It takes the conn's
+// lock briefly and never blocks on the network.
+func (c *Conn) Stats() ConnStats {
+	name, why := c.Lane()
+	s := ConnStats{
+		ID: c.id, Lane: name, LaneReason: why, Transports: c.Transports(),
+		BytesIn: c.cnt.bytesIn.Load(), BytesOut: c.cnt.bytesOut.Load(),
+		FramesIn: c.cnt.framesIn.Load(), FramesOut: c.cnt.framesOut.Load(),
+		Age: time.Since(c.born),
+	}
+	if c.lane != nil {
+		s.Local, s.Remote, s.Dialed = c.laddr.String(), c.raddr.String(), c.dialed
+		rtt, closed := lane.Info(c.lane.TC)
+		s.RTT = rtt
+		s.State = laneState(c.lane, closed)
+		return s
+	}
+	if p := c.peer; p != nil {
+		s.RTT = time.Duration(p.rtt.Load())
+	}
+	c.mu.Lock()
+	s.Local, s.Remote, s.Dialed = c.laddr.String(), c.raddr.String(), c.dialed
+	s.State = stateName(c.state, c.rerr != nil)
+	s.SendWindow = uint64(max(c.swin.Available(), 0))
+	s.RecvWindow = uint64(c.in.Size())
+	s.Unread = uint64(c.in.Buffered())
+	c.mu.Unlock()
+	s.Queued = uint64(c.out.Queued())
+	return s
+}
+
+// stateName names a conn's state (State) for ConnStats; failed:
+// the conn ended with an error.
+func stateName(s State, failed bool) string {
+	switch s.Phase {
+	case PhaseDialing, PhaseAbandoned:
+		return ConnDialing
+	case PhaseAuthPending:
+		return ConnAuthPending
+	case PhaseDone:
+		if failed && !s.Closed {
+			return ConnFailed
+		}
+		return ConnClosed
+	}
+	switch {
+	case s.Closed && s.FinWait:
+		return ConnClosing
+	case s.Closed, s.WriteClosed() && s.FinIn:
+		return ConnClosed
+	case s.WriteClosed():
+		return ConnWriteClosed
+	case s.FinIn:
+		return ConnReadClosed
+	}
+	return ConnOpen
+}
+
+// laneState names a kernel-TCP lane conn's state for Stats.
+func laneState(tl *lane.Conn, closed bool) string {
+	w, r := tl.WriteShut(), tl.EOF()
+	switch {
+	case closed && !w:
+		return ConnFailed
+	case w && r, closed:
+		return ConnClosed
+	case w:
+		return ConnWriteClosed
+	case r:
+		return ConnReadClosed
+	}
+	return ConnOpen
+}
+
+// Conns returns a snapshot of every conn of the transport: dialing,
+// waiting for Accept, open, or closed and waiting for the peer's FIN.
+// Conns that are finished (both sides closed, reset or failed) are not
+// listed. The oldest come first.
+func (t *Transport) Conns() []ConnStats {
+	t.mu.RLock()
+	cs := make([]*Conn, 0, len(t.conns))
+	for _, c := range t.conns {
+		cs = append(cs, c)
+	}
+	t.mu.RUnlock()
+	t.lanes.mu.Lock()
+	for c := range t.lanes.conns {
+		cs = append(cs, c)
+	}
+	t.lanes.mu.Unlock()
+	out := make([]ConnStats, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.Stats())
+	}
+	slices.SortStableFunc(out, func(a, b ConnStats) int {
+		switch {
+		case a.Age > b.Age:
+			return -1
+		case a.Age < b.Age:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// notePong records the round trip of the peer's answer to our last PING
+// (the first answer only: a second one for the same PING says nothing).
+func (p *peer) notePong(now time.Time) {
+	if sent := p.rttProbe.Swap(0); sent != 0 {
+		if rtt := now.UnixNano() - sent; rtt > 0 {
+			p.rtt.Store(rtt)
+		}
+	}
+}

@@ -1,0 +1,256 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/ucxnet/ucxnet/registry"
+)
+
+// DefaultDialTimeout bounds a dial whose Dialer has no Timeout and whose
+// context has no deadline, so that a silent peer cannot hang it.
+const DefaultDialTimeout = 30 * time.Second
+
+// abandonedTTL is how long a dial given up on waits for a late answer (to
+// reset the listener's side) before it is forgotten.
+const abandonedTTL = time.Minute
+
+// Dialer dials ucxnet names. The zero value dials on the default
+// transport.
+type Dialer struct {
+	// Timeout bounds resolution and handshake; zero means
+	// DefaultDialTimeout (or the context's deadline, if sooner).
+	Timeout time.Duration
+	// Transport to dial from; nil means DefaultTransport.
+	Transport *Transport
+	// PSK, if set, is a pre-shared key: the dial succeeds only with a
+	// listener that proves it knows the same key, and proves it to the
+	// listener in turn. Nil means the key in the file $UCXNET_PSK_FILE
+	// names, if set.
+	PSK []byte
+	// KeepAlive, if not zero, replaces the Transport's Config.KeepAlive
+	// for the conns this Dialer makes, as net.Dialer.KeepAlive does:
+	// how long their peer may stay silent before it is taken for dead
+	// (a dial it does not answer fails after twice that). Negative: no
+	// ucxnet keepalive for them (UCX's own detection remains). Probes
+	// are per peer: a peer is judged by the shortest positive KeepAlive
+	// among its conns, at the Transport's sweep interval.
+	KeepAlive time.Duration
+}
+
+// Dial connects to the listener published as address, on the default
+// transport.
+func Dial(network, address string) (net.Conn, error) {
+	var d Dialer
+	return d.DialContext(context.Background(), network, address)
+}
+
+// Dial connects to the listener published as address.
+func (d *Dialer) Dial(network, address string) (net.Conn, error) {
+	return d.DialContext(context.Background(), network, address)
+}
+
+// DialContext connects to the listener published as address. network is
+// "ucx", or "tcp", "tcp4" or "tcp6" (net/http always passes "tcp"); the
+// address is always a registry name. "host:port" that is not a name itself
+// is tried as "host". A name with no live listener fails at once with an
+// error matching syscall.ECONNREFUSED.
+func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := d.dial(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, error) {
+	raddr := Addr{Name: address}
+	if err := checkNetwork(network); err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
+	}
+	opErr := func(err error) error {
+		if ctx.Err() != nil && err == ctx.Err() {
+			return &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: mapCtxErr(err)}
+		}
+		return &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: err}
+	}
+	t := d.Transport
+	if t == nil {
+		var err error
+		if t, err = DefaultTransport(); err != nil {
+			return nil, opErr(err)
+		}
+	}
+	psk, err := resolvePSK(d.PSK)
+	if err != nil {
+		return nil, opErr(err)
+	}
+	timeout := d.Timeout
+	if timeout <= 0 {
+		timeout = DefaultDialTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t.stats.dials.Add(1)
+	c, err := d.dialName(ctx, t, address, psk)
+	if err != nil {
+		return nil, opErr(err)
+	}
+	return c, nil
+}
+
+// dialName resolves address and dials its listener on the lane t picks
+// for it: kernel TCP where UCX would only have tcp.
+func (d *Dialer) dialName(ctx context.Context, t *Transport, address string, psk []byte) (*Conn, error) {
+	e, err := t.resolve(ctx, address)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ch, eps := t.laneFor(e)
+	if err := laneRefused(ch); err != nil {
+		return nil, err
+	}
+	t.logEvent(slog.LevelDebug, "ucxnet: dial", "to", e.Name, "lane", ch.Lane, "reason", ch.Reason)
+	if ch.Lane == LaneTCP {
+		ka := t.cfg.KeepAlive
+		if d.KeepAlive != 0 {
+			ka = d.KeepAlive
+		}
+		return t.dialTCP(ctx, e, eps, psk, Addr{Name: e.Name}, ch.Reason, ka)
+	}
+	return d.dialUCX(ctx, t, e, ch.Reason, psk)
+}
+
+// dialUCX dials e's listener over UCX: it attaches a new conn to e's
+// worker, sends CONNECT and waits for the answer.
+func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, why string, psk []byte) (*Conn, error) {
+	c := newConn(t, nil, Addr{}, Addr{Name: e.Name}, t.cfg.Window)
+	c.sh = t.dialShard()
+	c.workers = t.multi()
+	c.laneWhy = why
+	if d.KeepAlive != 0 {
+		c.keepAlive = d.KeepAlive
+	}
+	c.auth = newDialAuth(psk, e.Name)
+	if why := t.releaseClash(e); why != "" {
+		return nil, withDetail(ErrRefused, "%s", why)
+	}
+	if err := t.attach(e.Address, c, true, nil, 0); err != nil {
+		if err == ErrTransportClosed {
+			return nil, err
+		}
+		return nil, withDetail(ErrRefused, "%v%s", err, releasePair(e))
+	}
+	if err := t.sendConnect(c, e.Name); err != nil {
+		c.terminate(err, EndQuiet)
+		return nil, withDetail(ErrRefused, "sending CONNECT: %v", err)
+	}
+	return c.awaitAnswer(ctx, e)
+}
+
+// awaitAnswer waits for the answer to c's CONNECT to e's listener. A
+// listener's engine answers at once, whatever its application does: no
+// answer within twice KeepAlive (time for UCX to wire up a first endpoint
+// too) means its process is gone (a killed process over shared memory can
+// look alive to UCX).
+func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error) {
+	var noAnswer <-chan time.Time
+	if ka := c.keepAlive; ka > 0 {
+		timer := time.NewTimer(2 * ka)
+		defer timer.Stop()
+		noAnswer = timer.C
+	}
+	var giveUp error
+	unanswered := false
+	select {
+	case <-c.dialDone:
+		c.mu.Lock()
+		derr := c.dErr
+		c.mu.Unlock()
+		if derr != nil {
+			return nil, derr
+		}
+		return c, nil
+	case <-ctx.Done():
+		giveUp = ctx.Err()
+	case <-noAnswer:
+		unanswered = true
+		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, 2*c.keepAlive, releasePair(e))
+	case <-c.t.closing:
+		c.terminate(ErrTransportClosed, EndQuiet)
+		return nil, ErrTransportClosed
+	}
+	c.abandonDial()
+	if unanswered {
+		c.t.markUnanswered(c)
+	}
+	return nil, giveUp
+}
+
+// abandonDial gives up on c's dial: a conn answered meanwhile is closed;
+// else c is abandoned, its answer, if one comes, reset, and c removed after
+// abandonedTTL rather than kept waiting for it forever.
+func (c *Conn) abandonDial() {
+	c.mu.Lock()
+	select {
+	case <-c.dialDone: // answered meanwhile
+		derr := c.dErr
+		c.mu.Unlock()
+		if derr == nil {
+			c.Close()
+		}
+	default:
+		c.state.Phase = PhaseAbandoned
+		c.mu.Unlock()
+		time.AfterFunc(abandonedTTL, func() {
+			c.mu.Lock()
+			stale := c.state.Phase == PhaseAbandoned
+			if stale {
+				c.state.Phase = PhaseDone
+			}
+			c.mu.Unlock()
+			if stale {
+				c.t.removeConn(c)
+			}
+		})
+	}
+}
+
+// mapCtxErr turns context.DeadlineExceeded into a timeout error, as the
+// net package does.
+func mapCtxErr(err error) error {
+	if err == context.DeadlineExceeded {
+		return timeoutError{}
+	}
+	return err
+}
+
+type timeoutError struct{}
+
+// Error returns "i/o timeout", as the net package's timeout does.
+func (timeoutError) Error() string { return "i/o timeout" }
+
+// Timeout reports true.
+func (timeoutError) Timeout() bool { return true }
+
+// Temporary reports true, as the net package's timeout does.
+func (timeoutError) Temporary() bool { return true }
+
+// Is makes a dial timeout match context.DeadlineExceeded, as the net
+// package's does.
+func (timeoutError) Is(err error) bool { return err == context.DeadlineExceeded }
+
+func formatID(id uint64) string {
+	const hex = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = hex[id&15]
+		id >>= 4
+	}
+	return string(b[:])
+}

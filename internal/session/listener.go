@@ -1,0 +1,257 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"github.com/ucxnet/ucxnet/internal/lane"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/stream"
+	"github.com/ucxnet/ucxnet/registry"
+)
+
+// ListenConfig configures Listen. The zero value listens on the default
+// transport.
+type ListenConfig struct {
+	// Transport to listen on; nil means DefaultTransport.
+	Transport *Transport
+	// Service, if set, publishes the listener as an instance of this
+	// service name: dialing the service name reaches one of its live
+	// instances, and registry.Instances lists them all.
+	Service string
+	// Meta is published with the registry entry.
+	Meta map[string]string
+	// Backlog overrides the transport's Backlog for this listener.
+	Backlog int
+	// PSK, if set, is a pre-shared key dialers must prove they know
+	// (a CPace key exchange and a mutual proof in the handshake; see
+	// Dialer.PSK and docs/PROTOCOL.md §5).
+	// Nil means the key in the file $UCXNET_PSK_FILE names, if set.
+	PSK []byte
+	// KeepAlive, if not zero, replaces the Transport's Config.KeepAlive
+	// for the conns this listener accepts (see Dialer.KeepAlive);
+	// negative turns ucxnet's keepalive off for them.
+	KeepAlive time.Duration
+}
+
+// Listener is a ucxnet listener. It implements net.Listener.
+type Listener struct {
+	t   *Transport
+	psk []byte
+	ka  time.Duration // the accepted conns' keepalive
+	// pendingAuth holds the conns waiting for a pre-shared-key proof,
+	// oldest first (under mu).
+	pendingAuth Unproven[*Conn, *peer]
+	addr        Addr
+	queue       chan *Conn
+	mu          sync.Mutex
+	closed      bool
+	done        chan struct{}
+	tcp         *lane.Listener // the kernel-TCP lane's side, if any
+}
+
+// Listen announces name on the default transport. network must be "ucx"
+// (or "tcp", "tcp4", "tcp6"). An empty name publishes a fresh unique name,
+// which ln.Addr().String() returns.
+func Listen(network, name string) (net.Listener, error) {
+	var lc ListenConfig
+	return lc.Listen(context.Background(), network, name)
+}
+
+// Listen announces name: it publishes the transport's worker address under
+// name in the registry and accepts conns dialed to it. A live listener of
+// the same name, here or in another process, makes it fail with an error
+// matching syscall.EADDRINUSE.
+func (lc *ListenConfig) Listen(ctx context.Context, network, name string) (net.Listener, error) {
+	l, err := lc.listen(ctx, network, name)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (lc *ListenConfig) listen(ctx context.Context, network, name string) (*Listener, error) {
+	opErr := func(err error) error {
+		return &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}
+	}
+	if err := checkNetwork(network); err != nil {
+		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+	}
+	t := lc.Transport
+	if t == nil {
+		var err error
+		if t, err = DefaultTransport(); err != nil {
+			return nil, opErr(err)
+		}
+	}
+	if name == "" {
+		name = registry.UniqueName()
+	}
+	if err := registry.ValidName(name); err != nil {
+		return nil, opErr(err)
+	}
+	psk, err := resolvePSK(lc.PSK)
+	if err != nil {
+		return nil, opErr(err)
+	}
+	backlog := lc.Backlog
+	if backlog <= 0 {
+		backlog = t.cfg.Backlog
+	}
+	ka := lc.KeepAlive
+	if ka == 0 {
+		ka = t.cfg.KeepAlive
+	}
+	l := &Listener{t: t, psk: psk, ka: ka, addr: Addr{Name: name}, queue: make(chan *Conn, backlog), done: make(chan struct{})}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, opErr(ErrTransportClosed)
+	}
+	if _, dup := t.listeners[name]; dup {
+		t.mu.Unlock()
+		return nil, opErr(registry.ErrNameInUse)
+	}
+	t.listeners[name] = l
+	t.mu.Unlock()
+
+	pid, start, host := registry.CurrentProcess()
+	meta, err := l.startTCPLane(withUCXRelease(lc.Meta))
+	e := registry.Entry{
+		Name: name, Service: lc.Service, Address: t.eng.Address(),
+		PID: pid, StartTime: start, Host: host, Meta: meta,
+	}
+	if err == nil {
+		err = t.reg.Register(ctx, e)
+	}
+	if err != nil {
+		l.stopTCPLane()
+		t.mu.Lock()
+		delete(t.listeners, name)
+		t.mu.Unlock()
+		return nil, opErr(err)
+	}
+	return l, nil
+}
+
+func checkNetwork(network string) error {
+	switch network {
+	case Network, "tcp", "tcp4", "tcp6":
+		return nil
+	}
+	return net.UnknownNetworkError(network)
+}
+
+// enqueue hands an accepted conn to Accept; false if the backlog is full.
+func (l *Listener) enqueue(c *Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	select {
+	case l.queue <- c:
+		return true
+	default:
+		return false
+	}
+}
+
+// addPendingAuth records a conn that waits for its dialer's
+// pre-shared-key proof. Such conns wait apart from the backlog, so that
+// unproven dials cannot take the places of proven ones; there are at most
+// maxPendingAuthPerPeer of them per dialing worker and maxPendingAuth in
+// all, and when either is full the oldest is returned, to be dropped.
+func (l *Listener) addPendingAuth(c *Conn) (evict *Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	evict, _ = l.pendingAuth.Add(c, c.peer, maxPendingAuthPerPeer, maxPendingAuth)
+	return evict
+}
+
+// removePendingAuth forgets a conn added by addPendingAuth (proven, or
+// failed).
+func (l *Listener) removePendingAuth(c *Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pendingAuth.Remove(c)
+}
+
+func (l *Listener) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// Accept waits for and returns the next conn. After Close it returns an
+// error matching net.ErrClosed.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.queue:
+		c.accepted()
+		return c, nil
+	case <-l.done:
+	}
+	// Closed: still prefer a queued conn? No: Close reset those.
+	return nil, &net.OpError{Op: "accept", Net: Network, Addr: l.addr, Err: net.ErrClosed}
+}
+
+// Close withdraws the name from the registry, refuses further dials and
+// resets conns not yet accepted.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return &net.OpError{Op: "close", Net: Network, Addr: l.addr, Err: net.ErrClosed}
+	}
+	l.closed = true
+	close(l.done)
+	l.mu.Unlock()
+	l.stopTCPLane()
+
+	t := l.t
+	t.mu.Lock()
+	if t.listeners[l.addr.Name] == l {
+		delete(t.listeners, l.addr.Name)
+	}
+	t.mu.Unlock()
+	err := t.reg.Unregister(context.Background(), l.addr.Name)
+	for {
+		select {
+		case c := <-l.queue:
+			c.terminate(net.ErrClosed, EndReset(stream.RstAbort, RSTIfOpen))
+			continue
+		default:
+		}
+		break
+	}
+	if err != nil && !errors.Is(err, registry.ErrNotFound) {
+		return &net.OpError{Op: "close", Net: Network, Addr: l.addr, Err: err}
+	}
+	return nil
+}
+
+// Addr returns the listener's name.
+func (l *Listener) Addr() net.Addr { return l.addr }
+
+// MetaUCXRelease is the registry meta key under which a listener publishes
+// the UCX release it runs (e.g. "1.18.1"), so that a dial that fails can
+// say which two releases met. It replaces a value the application set.
+const MetaUCXRelease = "ucx"
+
+// withUCXRelease returns meta with MetaUCXRelease added (a copy; meta is
+// the application's).
+func withUCXRelease(meta map[string]string) map[string]string {
+	v := UCX().Version
+	if v == "" {
+		return meta
+	}
+	out := make(map[string]string, len(meta)+1)
+	for k, x := range meta {
+		out[k] = x
+	}
+	out[MetaUCXRelease] = v
+	return out
+}

@@ -1,0 +1,127 @@
+package session
+
+// Snapshots of whole transports: what the stats socket serves, what
+// `ucxnet ls` prints and what expvar publishes.
+
+import (
+	"expvar"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+)
+
+// Snapshot is the state of one transport: its counters, listeners and
+// conns. Its JSON form is a stats socket's answer (see StatsDir) and what
+// PublishExpvar publishes.
+type Snapshot struct {
+	PID       int       `json:"pid"`
+	Program   string    `json:"program"`   // the process's executable name
+	Transport string    `json:"transport"` // Transport.Name
+	Listeners []string  `json:"listeners"` // the names it listens on
+	Stats     Stats     `json:"stats"`
+	Lane      LaneStats `json:"lane"` // the kernel-TCP lane's counters
+	// Conns are the transport's conns, oldest first, at most
+	// MaxSnapshotConns; ConnsOmitted counts those left out.
+	Conns        []ConnStats `json:"conns"`
+	ConnsOmitted int         `json:"conns_omitted,omitempty"`
+}
+
+// MaxSnapshotConns bounds the conns a Snapshot lists.
+const MaxSnapshotConns = 10000
+
+// Snapshot returns the transport's state now.
+func (t *Transport) Snapshot() Snapshot {
+	t.mu.RLock()
+	ls := make([]string, 0, len(t.listeners))
+	for name := range t.listeners {
+		ls = append(ls, name)
+	}
+	t.mu.RUnlock()
+	slices.Sort(ls)
+	s := Snapshot{PID: os.Getpid(), Program: filepath.Base(os.Args[0]), Transport: t.name, Listeners: ls,
+		Stats: t.Stats(), Lane: t.LaneStats(), Conns: t.Conns()}
+	if n := len(s.Conns); n > MaxSnapshotConns {
+		s.Conns, s.ConnsOmitted = s.Conns[:MaxSnapshotConns], n-MaxSnapshotConns
+	}
+	return s
+}
+
+// live is the set of the process's open transports, for PublishExpvar.
+var live struct {
+	mu sync.Mutex
+	ts map[*Transport]struct{}
+}
+
+func addLive(t *Transport) {
+	live.mu.Lock()
+	if live.ts == nil {
+		live.ts = map[*Transport]struct{}{}
+	}
+	live.ts[t] = struct{}{}
+	live.mu.Unlock()
+}
+
+func removeLive(t *Transport) {
+	live.mu.Lock()
+	delete(live.ts, t)
+	live.mu.Unlock()
+}
+
+// Snapshots returns a Snapshot of every open transport of the process,
+// sorted by transport name.
+func Snapshots() []Snapshot {
+	live.mu.Lock()
+	ts := make([]*Transport, 0, len(live.ts))
+	for t := range live.ts {
+		ts = append(ts, t)
+	}
+	live.mu.Unlock()
+	out := make([]Snapshot, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.Snapshot())
+	}
+	slices.SortFunc(out, func(a, b Snapshot) int {
+		switch {
+		case a.Transport < b.Transport:
+			return -1
+		case a.Transport > b.Transport:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// ExpvarName is the expvar variable PublishExpvar publishes.
+const ExpvarName = "ucxnet"
+
+var expvarMu sync.Mutex
+
+// PublishExpvar publishes Snapshots() as the expvar variable "ucxnet"
+// (served by expvar's /debug/vars handler): every open transport of the
+// process with its counters, listeners and conns, computed when read.
+// Calling it again does nothing; it returns an error, and publishes
+// nothing, if another package already published a variable of that name.
+func PublishExpvar() error { return publishExpvarAs(ExpvarName) }
+
+// publishExpvarAs is PublishExpvar under name.
+func publishExpvarAs(name string) error {
+	expvarMu.Lock()
+	defer expvarMu.Unlock()
+	if v := expvar.Get(name); v != nil {
+		if _, ours := v.(snapshotsVar); ours {
+			return nil
+		}
+		return fmt.Errorf("ucxnet: expvar %q is already published by another package", name)
+	}
+	expvar.Publish(name, snapshotsVar{})
+	return nil
+}
+
+// snapshotsVar is the expvar.Var of PublishExpvar.
+type snapshotsVar struct{}
+
+// String returns Snapshots() as JSON.
+func (snapshotsVar) String() string { return expvar.Func(func() any { return Snapshots() }).String() }

@@ -1,0 +1,299 @@
+package session
+
+// The conn side of the kernel-TCP lane: a *Conn whose lane is set
+// delegates every method to its lane.Conn, with the errors of the standard
+// library (addresses replaced by the conn's ucxnet ones), and the
+// dialer's side of the preamble (tcplane.go is the listener's).
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/auth"
+	"github.com/ucxnet/ucxnet/internal/lane"
+	"github.com/ucxnet/ucxnet/registry"
+)
+
+// laneConns are a Transport's conns on the TCP lane and the lane's
+// counters.
+type laneConns struct {
+	mu     sync.Mutex
+	conns  map[*Conn]struct{}
+	closed bool
+	lane.Counters
+}
+
+// LaneStats are a Transport's kernel-TCP lane counters.
+type LaneStats struct {
+	OpenConns uint64 // conns on the TCP lane now
+	// Garbage counts TCP conns closed because their first bytes were not
+	// a ucxnet preamble (a port scanner, another protocol).
+	Garbage uint64
+	// Oversized counts preambles whose fields were out of bounds.
+	Oversized uint64
+	// Timeouts counts preambles not done within the handshake timeout
+	// (or cut short by the dialer).
+	Timeouts uint64
+	// OverCap counts TCP conns closed at once because the listener
+	// already had 64 conns in their preamble.
+	OverCap uint64
+}
+
+// LaneStats returns the kernel-TCP lane's counters.
+func (t *Transport) LaneStats() LaneStats {
+	t.lanes.mu.Lock()
+	n := len(t.lanes.conns)
+	t.lanes.mu.Unlock()
+	return LaneStats{OpenConns: uint64(n), Garbage: t.lanes.Garbage.Load(), Oversized: t.lanes.Oversized.Load(),
+		Timeouts: t.lanes.Timeouts.Load(), OverCap: t.lanes.OverCap.Load()}
+}
+
+// add records a lane conn; false once the transport is closed.
+func (lc *laneConns) add(c *Conn) bool {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.closed {
+		return false
+	}
+	if lc.conns == nil {
+		lc.conns = map[*Conn]struct{}{}
+	}
+	lc.conns[c] = struct{}{}
+	return true
+}
+
+func (lc *laneConns) remove(c *Conn) {
+	lc.mu.Lock()
+	delete(lc.conns, c)
+	lc.mu.Unlock()
+}
+
+// closeAll resets every lane conn (Transport.Close): their peers see
+// ECONNRESET.
+func (lc *laneConns) closeAll() {
+	lc.mu.Lock()
+	lc.closed = true
+	cs := lc.conns
+	lc.conns = nil
+	lc.mu.Unlock()
+	for c := range cs {
+		lane.Reset(c.lane.TC)
+	}
+}
+
+// newLaneConn returns a conn on the TCP lane over tc.
+func newLaneConn(t *Transport, tc *net.TCPConn, laddr, raddr Addr, why string) *Conn {
+	return &Conn{t: t, laddr: laddr, raddr: raddr, lane: &lane.Conn{TC: tc}, laneWhy: why, born: time.Now()}
+}
+
+// dialTCP dials entry e over the TCP lane: the endpoints in order, then
+// the preamble.
+func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.AddrPort, psk []byte, raddr Addr, why string, ka time.Duration) (*Conn, error) {
+	tc, err := lane.DialEndpoints(ctx, eps)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, withDetail(ErrRefused, "%q over kernel tcp: %v", e.Name, err)
+	}
+	id := lane.NewID()
+	c := newLaneConn(t, tc, Addr{Name: t.name, ID: id}, raddr, why)
+	c.id, c.dialed = id, true
+	dl := time.Now().Add(tcpHandshakeTimeout)
+	if cdl, ok := ctx.Deadline(); ok && cdl.Before(dl) {
+		dl = cdl
+	}
+	_ = tc.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) })
+	err = c.dialPreamble(e.Name, psk)
+	if !stop() || ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err == nil && !t.lanes.add(c) {
+		err = ErrTransportClosed
+	}
+	if err != nil {
+		lane.Reset(tc)
+		return nil, err
+	}
+	_ = tc.SetDeadline(time.Time{})
+	lane.SetKeepAlive(tc, ka)
+	return c, nil
+}
+
+// dialPreamble runs the dialer's side of the preamble on c's TCP conn.
+func (c *Conn) dialPreamble(name string, psk []byte) error {
+	tc := c.lane.TC
+	a := newDialAuth(psk, name)
+	local := []byte(c.laddr.Name) // printable ASCII, at most 255 bytes, as the listener checks
+	local = local[:min(len(local), 255)]
+	for i, b := range local {
+		if b <= ' ' || b > '~' {
+			local[i] = '_'
+		}
+	}
+	b := lane.AppendHello(make([]byte, 0, lane.MaxPreamble), lane.Hello{PSK: psk != nil, ID: c.id, Name: name,
+		LocalName: string(local), Challenge: a.challenge()})
+	if _, err := tc.Write(b); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+	}
+	var r [lane.ReplyFixed]byte
+	if _, err := io.ReadFull(tc, r[:]); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: no answer to the preamble: %v", name, err)
+	}
+	reply, ok := lane.ParseReply(r)
+	if !ok {
+		return withDetail(ErrRefused, "%q over kernel tcp: the endpoint does not speak ucxnet", name)
+	}
+	status, lpsk, lid := reply.Status, reply.PSK, reply.ID
+	if err := tcpStatusErr(status, name); err != nil {
+		return err
+	}
+	c.remoteID, c.raddr.ID = lid, lid // c is not shared yet
+	switch {
+	case psk == nil && lpsk:
+		return withDetail(ErrRefused, "listener %q requires a pre-shared key", name)
+	case psk != nil && !lpsk:
+		return withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", name)
+	case psk == nil:
+		return nil
+	}
+	nl := make([]byte, auth.ChallengeLen)
+	if _, err := io.ReadFull(tc, nl); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+	}
+	a.hs.SetListenerChallenge(nl)
+	return c.proveTCP(a, lid, name)
+}
+
+// proveTCP sends the dialer's proof and checks the listener's.
+func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
+	tc := c.lane.TC
+	mac, err := a.hs.Proof(auth.Dialer, c.id, lid)
+	if err != nil {
+		c.t.authFailed()
+		return withDetail(ErrRefused, "listener %q: %v", name, err)
+	}
+	if _, err := tc.Write(mac); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+	}
+	var st [1]byte
+	if _, err := io.ReadFull(tc, st[:]); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+	}
+	if err := tcpStatusErr(st[0], name); err != nil {
+		c.t.authFailed()
+		return err
+	}
+	theirs := make([]byte, auth.MACLen)
+	if _, err := io.ReadFull(tc, theirs); err != nil {
+		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+	}
+	if !a.hs.Verify(auth.Listener, theirs, c.id, lid) {
+		c.t.authFailed()
+		return withDetail(ErrRefused, "listener %q failed to prove the pre-shared key", name)
+	}
+	return nil
+}
+
+// tcpStatusErr is the dial error a listener's status byte means.
+func tcpStatusErr(status byte, name string) error {
+	switch status {
+	case lane.StatusOK:
+		return nil
+	case lane.StatusNoListener:
+		return withDetail(ErrRefused, "no listener named %q at its TCP endpoint", name)
+	case lane.StatusNeedPSK:
+		return withDetail(ErrRefused, "listener %q requires a pre-shared key", name)
+	case lane.StatusNoPSK:
+		return withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", name)
+	case lane.StatusBacklogFull:
+		return withDetail(ErrRefused, "listener %q: backlog full", name)
+	case lane.StatusAuthFailed:
+		return withDetail(ErrRefused, "listener %q: pre-shared key mismatch", name)
+	}
+	return withDetail(ErrRefused, "listener %q: unknown status %d", name, status)
+}
+
+// mapErr gives a TCP error the conn's ucxnet addresses; io.EOF stays.
+func (c *Conn) mapErr(err error) error {
+	var op *net.OpError
+	if err == nil || err == io.EOF || !errors.As(err, &op) {
+		return err
+	}
+	inner := op.Err
+	for _, errno := range []syscall.Errno{syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH} {
+		if errors.Is(inner, errno) {
+			// The kernel gave the peer up (keepalive probes unanswered,
+			// or answered by an ICMP unreachable once the link is down):
+			// a dead peer, ECONNRESET as on the UCX lane, not a timeout
+			// that net.Error.Timeout would take for a deadline.
+			inner = withDetail(ErrReset, "peer unreachable (kernel tcp: %v)", errno)
+			break
+		}
+	}
+	return &net.OpError{Op: op.Op, Net: Network, Source: c.laddr, Addr: c.raddr, Err: inner}
+}
+
+// laneRead reads from c's TCP conn.
+func (c *Conn) laneRead(b []byte) (int, error) {
+	n, err := c.lane.Read(b)
+	c.cnt.bytesIn.Add(uint64(n))
+	return n, c.laneErr("read", err)
+}
+
+// laneWrite writes to c's TCP conn.
+func (c *Conn) laneWrite(b []byte) (int, error) {
+	n, err := c.lane.Write(b)
+	c.cnt.bytesOut.Add(uint64(n))
+	return n, c.laneErr("write", err)
+}
+
+// laneErr maps a lane error: a connection that ended abnormally is
+// ECONNRESET, as on the UCX lane.
+func (c *Conn) laneErr(op string, err error) error {
+	if err == lane.ErrAbnormal {
+		return c.opErr(op, withDetail(ErrReset, "%v", lane.ErrAbnormal))
+	}
+	return c.mapErr(err)
+}
+
+func (c *Conn) laneClose() error {
+	c.t.lanes.remove(c)
+	return c.mapErr(c.lane.TC.Close())
+}
+
+// ReadFrom copies r to the conn until EOF. On the TCP lane it is
+// (*net.TCPConn).ReadFrom, so io.Copy from a file or socket keeps
+// sendfile and splice; on the UCX lane, a plain copy.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if c.lane != nil {
+		n, err := c.lane.TC.ReadFrom(r)
+		c.cnt.bytesOut.Add(uint64(n))
+		return n, c.mapErr(err)
+	}
+	return io.Copy(writerOnly{c}, r)
+}
+
+// WriteTo copies the conn to w until EOF. On the TCP lane it is
+// (*net.TCPConn).WriteTo (splice to a socket or pipe); on the UCX lane, a
+// plain copy.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	if c.lane != nil {
+		n, err := c.lane.TC.WriteTo(w)
+		c.cnt.bytesIn.Add(uint64(n))
+		return n, c.mapErr(err)
+	}
+	return io.Copy(w, readerOnly{c})
+}
+
+// writerOnly and readerOnly hide a Conn's ReadFrom and WriteTo from
+// io.Copy (which would call them back).
+type writerOnly struct{ io.Writer }
+type readerOnly struct{ io.Reader }

@@ -1,0 +1,68 @@
+package session
+
+// How a conn ends: one terminate for every cause, with a policy
+// (EndPolicy) for what the cause owes the peer and the
+// application.
+
+import (
+	"github.com/ucxnet/ucxnet/internal/lane"
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+// terminate ends c with err, which its Reads (after the data kept) and
+// Writes return from now on, and which a dial still waiting returns; c
+// leaves the conn table and its peer, and the peer is told as pol says.
+// A conn ends once: terminating one that already ended only discards, if
+// pol says so. A conn on the kernel-TCP lane is reset.
+func (c *Conn) terminate(err error, pol EndPolicy) {
+	if c.lane != nil {
+		c.t.lanes.remove(c)
+		lane.Reset(c.lane.TC)
+		return
+	}
+	c.mu.Lock()
+	send := c.terminateLocked(err, pol)
+	c.mu.Unlock()
+	if send {
+		c.t.stats.resetsSent.Add(1)
+		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRst, ConnID: c.remoteID, Aux: uint64(pol.Code)})
+	}
+	c.t.removeConn(c)
+}
+
+// terminateLocked is terminate's part under c.mu: it reports whether the
+// peer is to get an RST.
+func (c *Conn) terminateLocked(err error, pol EndPolicy) (rst bool) {
+	if pol.Discard {
+		c.dropLocked()
+	}
+	if c.state.Phase == PhaseDone {
+		return false
+	}
+	rst = pol.TellsPeer(c.state, c.remoteID != 0 && c.peer != nil)
+	err = pol.Err(c.state, err)
+	c.keepLocked()
+	if buf := c.out.Drop(); buf != nil {
+		c.t.putOutBuf(buf)
+	}
+	if c.state.Phase == PhaseAuthPending && c.auth != nil && c.auth.ln != nil {
+		c.auth.ln.removePendingAuth(c)
+	}
+	if c.state.Phase == PhaseDialing || c.state.Phase == PhaseAbandoned {
+		c.dErr = err
+		close(c.dialDone)
+	}
+	c.state.Phase = PhaseDone
+	if c.rerr == nil {
+		c.rerr = err
+	}
+	if c.werr == nil {
+		c.werr = err
+	}
+	if !isClosedChan(c.failedCh) {
+		close(c.failedCh)
+	}
+	broadcast(&c.rcond, c.rwait)
+	broadcast(&c.wcond, c.wwait)
+	return rst
+}

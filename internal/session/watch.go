@@ -1,0 +1,41 @@
+package session
+
+// The process-wide watches that ride on every engine's ticks
+// (Transport.tickAll): the close-on-exec sweep and the repair of stuck
+// shared-memory FIFOs. Descriptors and FIFOs are the process's, shared by
+// all its Transports, so there is one of each.
+
+import (
+	"os"
+	"sync"
+
+	"github.com/ucxnet/ucxnet/internal/cloexec"
+	"github.com/ucxnet/ucxnet/internal/smfifo"
+)
+
+// EnvNoCloexec names the environment variable that, set to "1", keeps
+// ucxnet from marking the descriptors UCX creates close-on-exec (Linux;
+// see README, "Descriptors and exec"). Read once, when the package is
+// initialised.
+const EnvNoCloexec = "UCXNET_NO_CLOEXEC"
+
+// fdSweep marks UCX's descriptors close-on-exec: when a worker is created, after each endpoint is made (a
+// dial, a CONNECT) and when an ACCEPT arrives (UCX's async thread accepts
+// tcp connections on its own), before the dial or the Accept returns; and
+// at each engine tick for a second after, since UCX makes more sockets
+// while it wires the endpoint up.
+var fdSweep = cloexec.New(os.Getenv(EnvNoCloexec) == "1")
+
+// markUCXFDs has UCX's new descriptors marked close-on-exec if t runs UCX:
+// after its worker is made, an endpoint is created, or a peer's handshake
+// arrived (UCX accepted its connection).
+func (t *Transport) markUCXFDs() {
+	if isUCX(t.eng) {
+		fdSweep.Request()
+	}
+}
+
+// smWatch publishes a shared-memory FIFO slot that a peer killed mid-write
+// left unpublished, so that this process does not go deaf over shared
+// memory (UCX 1.13, Linux); peers' failures and stops tell it when.
+var smWatch = sync.OnceValue(func() *smfifo.Watcher { return smfifo.New(UCX().Version) })
