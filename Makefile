@@ -37,15 +37,16 @@ vet: deps
 ## check-builds: the core module builds and vets without cgo and vets (tests
 ## included) for darwin (internal/cucx's stub, which returns cucx.ErrUnsupported), and the
 ## tests that need no UCX pass without cgo: the stub's, the framing's, the pure internal packages',
-## ucxnet's (its conn tests over the in-memory engine, nettest included, and
-## the kernel-TCP lane's; tests that need UCX skip) and the source-shape
+## the conn core's (internal/session: its conn tests over the in-memory engine,
+## nettest included, and the kernel-TCP lane's; tests that need UCX skip),
+## ucxnet's and the source-shape
 ## check's (internal/srcsize: every module's file and function sizes, the
 ## CLI's imports). Needs no UCX.
 check-builds:
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) vet ./...
 	GOOS=darwin $(GO) vet ./...
-	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/ ./internal/stream/ ./internal/engine/... ./internal/auth/ ./internal/cloexec/ ./internal/procstat/ ./internal/smfifo/ ./internal/statsock/ ./internal/ucxconf/ ./internal/srcsize/ ./internal/lane/ ./ucxnet/
+	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/ ./internal/stream/ ./internal/engine/... ./internal/auth/ ./internal/cloexec/ ./internal/procstat/ ./internal/smfifo/ ./internal/statsock/ ./internal/ucxconf/ ./internal/srcsize/ ./internal/lane/ ./internal/session/ ./ucxnet/
 
 ## test: deps, the suite with -race under UCX_TLS=tcp and UCX_TLS=sm
 ## (test-passes) and, beside it, the no-cgo/darwin builds, go vet and a
@@ -67,12 +68,12 @@ builds-vet-fuzz: check-builds vet
 ## the same code either way, as do the CLI, the registry, the pure packages
 ## and the recipes (real clients: their code does not change with the
 ## transport). scripts/testpasses.sh compiles each test binary once for both
-## passes and runs TEST_JOBS (package, pass) pairs at a time; the ucxnet
-## package, the slowest, runs as two processes per pass (SPLIT), each with
-## every other test.
+## passes and runs TEST_JOBS (package, pass) pairs at a time; the conn
+## core's package (internal/session), the slowest, runs as two processes
+## per pass (SPLIT), each with every other test.
 TEST_JOBS ?= 4
-SPLIT     := ucxnet/ucxnet/ucxnet$$
-SM_PKGS   := ucxnet/ucxnet/(ucxnet|internal/cucx|internal/progress)$$|/compat/
+SPLIT     := ucxnet/ucxnet/internal/session$$
+SM_PKGS   := ucxnet/ucxnet/(ucxnet|internal/session|internal/cucx|internal/progress)$$|/compat/
 SKIP_sm   := ^(TestMem|TestTCPLane|TestNetns)
 TESTPASSES = GO="$(GO)" MODULES="$(MODULES)" TESTFLAGS="-race $(GOFLAGS)" TIMEOUT=$(TEST_TIMEOUT) \
 	JOBS=$(TEST_JOBS) SPLIT='$(SPLIT)' ./scripts/testpasses.sh
@@ -121,14 +122,14 @@ fuzz-short: deps
 
 ## test-ucx: build UCX $(UCX_VERSION) from the sources in $(UCX_SRC_DIR)
 ## (once, into a cache; about 10 minutes; installs autoconf, automake and
-## libtool if missing), then run the cucx, progress, ucxnet and compat tests
+## libtool if missing), then run the cucx, progress, session, ucxnet and compat tests
 ## against it under UCX_TLS=tcp and UCX_TLS=sm (`make test-ucx
 ## UCX_VERSION=1.18.1`). CGO_CFLAGS/CGO_LDFLAGS name the release too: Go's
 ## build cache does not see pkg-config's output change, and would reuse
 ## objects compiled against another release's headers.
 UCX_SRC_DIR ?= ../shared/ucx
 UCX_VERSION ?=
-UCX_TEST_PKGS ?= ./internal/cucx/ ./internal/progress/ ./ucxnet/
+UCX_TEST_PKGS ?= ./internal/cucx/ ./internal/progress/ ./internal/session/ ./ucxnet/
 UCX_TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT)
 define with-ucx
 	@test -n "$(UCX_VERSION)" || { echo "usage: make $@ UCX_VERSION=VERSION (one of: $$(ls $(UCX_SRC_DIR) | sed -n 's/^ucx-\(.*\)\.tar\.gz$$/\1/p' | tr '\n' ' '))"; exit 2; }

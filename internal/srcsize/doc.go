@@ -3,6 +3,9 @@
 // nested in it) and fails for a non-test Go file over 600 lines, a function
 // over 80 lines, or a file of the command-line tool that imports the UCX
 // binding or the progress engine, which the tool reaches only through the
-// public packages; and a second test fails when a non-test file of package
-// ucxnet other than its engine adapter imports the progress engine.
+// public packages; a second test fails when a non-test file of package
+// ucxnet other than its engine adapter imports the progress engine, and a
+// third when package session (internal/session) imports the UCX binding,
+// the progress engine (its tests may, in files built only with cgo) or
+// package ucxnet.
 package srcsize
