@@ -52,6 +52,7 @@ type admission struct {
 // address that no peer of the chosen shard has; it takes a token if so,
 // and counts a refusal. t.mu is held.
 func (s *shard) admitLocked(from uintptr, addr []byte) error {
+	heldW(&s.t.mu, "admitLocked needs Transport.mu")
 	t := s.t
 	a := &t.admit
 	b := &a.refuse
@@ -75,6 +76,7 @@ func (s *shard) admitLocked(from uintptr, addr []byte) error {
 // madeLocked records that a CONNECT that arrived on s from the endpoint
 // from made p (a peer of s or of another shard). t.mu is held.
 func (s *shard) madeLocked(p *peer, from uintptr) {
+	heldW(&s.t.mu, "madeLocked needs Transport.mu")
 	if from == 0 {
 		return
 	}
@@ -90,6 +92,7 @@ func (s *shard) madeLocked(p *peer, from uintptr) {
 // forgetPeerLocked removes p, a peer of s, from every peer table. t.mu is
 // held.
 func (s *shard) forgetPeerLocked(p *peer) {
+	heldW(&s.t.mu, "forgetPeerLocked needs Transport.mu")
 	if s.peers[p.addr] == p {
 		delete(s.peers, p.addr)
 	}

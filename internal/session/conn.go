@@ -162,6 +162,7 @@ func broadcast(ch *chan struct{}, waiting int) {
 // deadline channel dl or for c's close. c.mu is held, and released while
 // it waits.
 func (c *Conn) waitLocked(cond chan struct{}, waiting *int, dl <-chan struct{}) {
+	heldMu(&c.mu, "waitLocked needs Conn.mu")
 	*waiting++
 	c.mu.Unlock()
 	select {

@@ -27,8 +27,15 @@ func (t *Transport) sendCtl(p *peer, h stream.Header) error {
 type engineHandler struct{ s *shard }
 
 // HandleEvents implements engine.Handler. It runs on the engine
-// goroutine.
-func (h engineHandler) HandleEvents(evs []engine.Event) { h.s.t.handleEvents(h.s, evs) }
+// goroutine, which it marks as the shard's owner for the ownership checks
+// (owner.go) while they are on.
+func (h engineHandler) HandleEvents(evs []engine.Event) {
+	if checkOwners {
+		h.s.owner.enter()
+		defer h.s.owner.exit()
+	}
+	h.s.t.handleEvents(h.s, evs)
+}
 
 // handleEvents handles a batch of events of shard s's engine.
 func (t *Transport) handleEvents(s *shard, evs []engine.Event) {

@@ -82,3 +82,10 @@ package session
 // sh, workers, dialed, keepAlive, laddr. Conn.peer is written under both
 // Transport.mu and Conn.mu (a dialed conn moved to the worker its ACCEPT
 // names) and read under either.
+//
+// The rules are checked at run time when UCXNET_DEBUG_OWNERS=1, and in
+// this package's tests (owner.go): the functions that touch what a
+// shard's engine goroutine owns check that they run inside that shard's
+// HandleEvents, on the goroutine running it (the engine's loop, or its
+// Close once the loop has stopped; one at a time), and each ...Locked
+// function checks that its lock is held. A broken rule panics, naming it.

@@ -241,6 +241,7 @@ func (t *Transport) refuse(p *peer, dialerID uint64, code stream.RefuseCode) {
 // handleHandshake takes the listener's ACCEPT or REFUSE (dial side, engine
 // goroutine).
 func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
+	c.sh.owner.check()
 	var hello stream.Hello
 	var helloErr error
 	if h.Kind == stream.KindAccept {
@@ -466,6 +467,7 @@ func (c *Conn) handleListenerProof(payload []byte) {
 // dialing conn before its ACCEPT bound it; it reports whether it took the
 // frame. Engine goroutine.
 func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
+	c.sh.owner.check()
 	switch h.Kind {
 	case stream.KindAccept, stream.KindRefuse, stream.KindAuth:
 		return false
@@ -486,6 +488,7 @@ func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 // its ACCEPT bound it; those from another endpoint are dropped. Engine
 // goroutine.
 func (c *Conn) replayEarly() {
+	c.sh.owner.check()
 	for _, f := range c.early.Take() {
 		if f.From != c.from || c.from == 0 {
 			c.t.foreignFrame()

@@ -9,7 +9,8 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package's tests if goroutines outlive them.
+// TestMain fails the package's tests if goroutines outlive them, and turns
+// the ownership checks on (owner.go) unless UCXNET_DEBUG_OWNERS is 0.
 //
 // The one thing legitimately long-lived is the process-wide default
 // transport (DefaultTransport, used by the package-level Dial and Listen):
@@ -26,6 +27,9 @@ import (
 func TestMain(m *testing.M) {
 	cleanup := privateStatsDir()
 	shardedByDefault()
+	if os.Getenv(envDebugOwners) != "0" {
+		checkOwners = true // the ownership checks (owner.go) run in the tests
+	}
 	// Without UCX (a build without cgo, or off Linux) the default transport
 	// runs the kernel-TCP lane alone, or fails with ucx.Unsupported when
 	// UCXNET_LANE forces UCX; the tests that need UCX skip (needUCX).

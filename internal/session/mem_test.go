@@ -351,11 +351,12 @@ func TestMemKeepAliveAfterOwnStall(t *testing.T) {
 	defer c.Close()
 	defer s.Close()
 	late := time.Now().Add(5 * time.Second)
-	p.client.shards[0].sweepOnce(late, true)
+	sh := p.client.shards[0]
+	asEngine(sh, func() { sh.sweepOnce(late, true) })
 	require.Zero(t, p.client.Stats().KeepAliveFailures, "a peer was failed for our own stall")
 	require.Positive(t, p.client.Stats().PingsSent)
 	// Without the stall the same silence is fatal.
-	p.client.shards[0].sweepOnce(late.Add(3*time.Second), false)
+	asEngine(sh, func() { sh.sweepOnce(late.Add(3*time.Second), false) })
 	require.Positive(t, p.client.Stats().KeepAliveFailures)
 }
 

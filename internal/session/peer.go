@@ -118,6 +118,7 @@ const (
 // reports whether there was one; a PING without is dropped and counted.
 // Engine goroutine.
 func (p *peer) allowPong(now int64) bool {
+	p.sh.owner.check()
 	if !p.pongs.Take(time.Unix(0, now), pongBurst, pongRate) {
 		p.pingsDropped.Add(1)
 		return false
@@ -182,7 +183,12 @@ var errClaimedAddr = errors.New("ucxnet: CONNECT from another endpoint than the 
 // endpoint notes the new From (noteFromLocked). t.mu is held, on the
 // engine goroutine of p's shard (conns' From).
 func claimedLocked(p *peer, from uintptr, self *Conn) bool {
-	if p == nil || p.from == 0 || p.from == from {
+	if p == nil {
+		return false
+	}
+	heldRW(&p.sh.t.mu, "claimedLocked needs Transport.mu")
+	p.sh.owner.check()
+	if p.from == 0 || p.from == from {
 		return false
 	}
 	for _, q := range p.conns {
@@ -218,6 +224,7 @@ func (t *Transport) refusePeer(s *shard, addr []byte, from uintptr) (*peer, erro
 // (admit.go) and with at most maxIdlePeers endpoints without conns. t.mu
 // is held.
 func (t *Transport) peerForLocked(s *shard, addr []byte, dial bool, at *shard, from uintptr) (*peer, error) {
+	heldW(&t.mu, "peerForLocked needs Transport.mu")
 	if t.closed {
 		return nil, ErrTransportClosed
 	}
@@ -261,6 +268,7 @@ func (t *Transport) peerForLocked(s *shard, addr []byte, dial bool, at *shard, f
 // idlePeersLocked counts the endpoints without conns, on every shard.
 // t.mu is held.
 func (t *Transport) idlePeersLocked() int {
+	heldRW(&t.mu, "idlePeersLocked needs Transport.mu")
 	n := 0
 	for _, s := range t.shards {
 		for _, p := range s.peers {
@@ -303,6 +311,8 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool, at *shard, from uint
 // worker address is its sender's word only. A peer that made a new
 // endpoint to us since has a new From. t.mu is held.
 func (t *Transport) noteFromLocked(p *peer, c *Conn) {
+	heldW(&t.mu, "noteFromLocked needs Transport.mu")
+	c.sh.owner.check()
 	from := c.from
 	s := p.sh
 	if from == 0 || s.peers[p.addr] != p {
@@ -320,6 +330,7 @@ func (t *Transport) noteFromLocked(p *peer, c *Conn) {
 
 // forgetFromLocked removes p from peersByFrom. t.mu is held.
 func (s *shard) forgetFromLocked(p *peer) {
+	heldW(&s.t.mu, "forgetFromLocked needs Transport.mu")
 	if p.from != 0 && s.peersByFrom[p.from] == p {
 		delete(s.peersByFrom, p.from)
 	}
@@ -347,6 +358,7 @@ const (
 // an endpoint whose dial got a REFUSE or no answer is replaced on its own
 // rule (replaceLocked). t.mu is held.
 func (p *peer) staleLocked(now time.Time) bool {
+	heldRW(&p.sh.t.mu, "staleLocked needs Transport.mu")
 	return len(p.conns) == 0 && p.hadConns && now.Sub(p.idleSince) > idleReuse
 }
 
@@ -356,12 +368,14 @@ func (p *peer) staleLocked(now time.Time) bool {
 // replaces its endpoint after a REFUSE (peer.replace), and UCX pairs the
 // two ends, so p then sends into nothing. t.mu is held.
 func (p *peer) remadeLocked(from uintptr) bool {
+	heldRW(&p.sh.t.mu, "remadeLocked needs Transport.mu")
 	return !p.hadConns && p.refusedFrom != 0 && from != 0 && p.refusedFrom != from
 }
 
 // replaceLocked reports whether a dial is to replace p's endpoint: p is
 // marked (peer.replace) and carries only dials given up on. t.mu is held.
 func (p *peer) replaceLocked() bool {
+	heldRW(&p.sh.t.mu, "replaceLocked needs Transport.mu")
 	if !p.replace {
 		return false
 	}
@@ -412,6 +426,7 @@ func (t *Transport) sweepEvery() time.Duration {
 // process more often). A tick far later than due means this process did not run
 // (stopped, a suspended VM): its peers' silence says nothing yet.
 func (s *shard) tick(now time.Time) {
+	s.owner.check()
 	t := s.t
 	every := t.sweepEvery()
 	if s.lastSweep.IsZero() {
@@ -482,6 +497,7 @@ type probe struct {
 // of this process (stalled), p's silence counts from StallFloor at
 // most. t.mu is held.
 func livenessLocked(p *peer, now time.Time, stalled bool) (Verdict, *Conn) {
+	heldRW(&p.sh.t.mu, "livenessLocked needs Transport.mu")
 	if p.ka <= 0 {
 		return Alive, nil // keepalives off for all its conns
 	}

@@ -12,12 +12,18 @@ import (
 )
 
 // dropLocked releases all received data not yet read. c.mu is held.
-func (c *Conn) dropLocked() { c.sh.eng.Release(c.in.Drop()...) }
+func (c *Conn) dropLocked() {
+	heldMu(&c.mu, "dropLocked needs Conn.mu")
+	c.sh.eng.Release(c.in.Drop()...)
+}
 
 // keepLocked moves unread data out of UCX memory into Go memory, so that it
 // stays readable after the conn leaves the transport (a peer's reset or
 // failure does not discard what already arrived). c.mu is held.
-func (c *Conn) keepLocked() { c.sh.eng.Release(c.in.Keep()...) }
+func (c *Conn) keepLocked() {
+	heldMu(&c.mu, "keepLocked needs Conn.mu")
+	c.sh.eng.Release(c.in.Keep()...)
+}
 
 // handleFrame takes DATA, FIN, WINDOW, RST and PING (engine goroutine).
 func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {

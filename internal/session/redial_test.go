@@ -177,7 +177,7 @@ func testRedialAfterIdleSweep(t *testing.T, p *pair, listenerFirst bool) {
 	}
 	closed := sweeper.Stats().IdlePeersClosed
 	for _, s := range sweeper.shards {
-		s.sweepOnce(time.Now(), false)
+		asEngine(s, func() { s.sweepOnce(time.Now(), false) })
 	}
 	require.Greater(t, sweeper.Stats().IdlePeersClosed, closed, "the sweep closed no endpoint")
 	c2, s2 := dialPinned(t, p)

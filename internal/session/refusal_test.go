@@ -139,7 +139,7 @@ func TestRedialAfterRefusingPeerSwept(t *testing.T) {
 				closed := p.server.Stats().IdlePeersClosed
 				ageIdlePeers(p.server, idleRefusedPeer+time.Second)
 				for _, s := range p.server.shards {
-					s.sweepOnce(time.Now(), false)
+					asEngine(s, func() { s.sweepOnce(time.Now(), false) })
 				}
 				require.Greater(t, p.server.Stats().IdlePeersClosed, closed, "no endpoint swept")
 				c, s := dialPinned(t, p)

@@ -74,6 +74,8 @@ type shard struct {
 
 	lastSweep time.Time // when the keepalive sweep last ran (engine goroutine)
 
+	owner owner // the goroutine in its handler, for the ownership checks (owner.go)
+
 	out outQueue // open frames waiting for this worker (coalesce.go)
 }
 
@@ -146,6 +148,7 @@ func (t *Transport) engineStats() engine.Stats {
 
 // allPeersLocked lists the peers of every shard. t.mu is held.
 func (t *Transport) allPeersLocked() []*peer {
+	heldRW(&t.mu, "allPeersLocked needs Transport.mu")
 	var ps []*peer
 	for _, s := range t.shards {
 		for _, p := range s.peers {
@@ -212,6 +215,7 @@ func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 // and with several workers the dialer's frames come to another worker
 // than its CONNECT did). Engine goroutine of c's shard.
 func (t *Transport) learnFrom(c *Conn, from uintptr) {
+	c.sh.owner.check()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c.mu.Lock()

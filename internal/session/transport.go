@@ -241,6 +241,7 @@ func (t *Transport) isClosed() bool {
 
 // addConnLocked registers a conn with a fresh random id. t.mu is held.
 func (t *Transport) addConnLocked(c *Conn) {
+	heldW(&t.mu, "addConnLocked needs Transport.mu")
 	for {
 		id := rand.Uint64()
 		if id == 0 {
@@ -262,6 +263,7 @@ func (t *Transport) addConnLocked(c *Conn) {
 
 // joinPeerLocked puts c, which has its id, on c.peer's conns. t.mu is held.
 func (t *Transport) joinPeerLocked(c *Conn) {
+	heldW(&t.mu, "joinPeerLocked needs Transport.mu")
 	p := c.peer
 	if len(p.conns) == 0 {
 		// Its silence while it had no conns says nothing: the
@@ -280,6 +282,7 @@ func (t *Transport) joinPeerLocked(c *Conn) {
 
 // leavePeerLocked takes c off c.peer's conns. t.mu is held.
 func (t *Transport) leavePeerLocked(c *Conn) {
+	heldW(&t.mu, "leavePeerLocked needs Transport.mu")
 	p := c.peer
 	if p == nil || p.conns[c.id] != c {
 		return

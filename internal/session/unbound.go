@@ -23,6 +23,8 @@ import (
 // probe (once, past their KeepAlive) and those to reset (past twice it).
 // t.mu is held; s's engine goroutine, which owns the conns' binding.
 func unboundLocked(p *peer, now time.Time, probe, reset []*Conn) ([]*Conn, []*Conn) {
+	heldW(&p.sh.t.mu, "unboundLocked needs Transport.mu")
+	p.sh.owner.check()
 	for _, c := range p.conns {
 		if !c.learnFrom || c.from != 0 || c.keepAlive <= 0 {
 			continue
