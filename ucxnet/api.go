@@ -1,8 +1,8 @@
 package ucxnet
 
-// ucxnet's API over the session (internal/session), where the conns,
-// listeners and transports are implemented: each name here is the
-// session's, with the same meaning.
+// ucxnet's data types, constants, errors and package functions: the
+// session's values under ucxnet's names (conn.go, listener.go, dial.go and
+// transport.go are the face types).
 
 import (
 	"net"
@@ -10,50 +10,51 @@ import (
 	"github.com/ucxnet/ucxnet/internal/session"
 )
 
-// Addr is a conn's or listener's address, "name:id" (see session.Addr).
+// Addr is a ucxnet address: a name in the registry, and for a conn's end
+// the conn's id at that end. A listener's Addr is the name it published
+// ("echo"), which Dial accepts. A conn's LocalAddr and RemoteAddr name
+// both ends as "name:id", the form net.SplitHostPort splits (a name
+// containing ':' is bracketed, as net.JoinHostPort does for IPv6): the
+// host is the end's transport or listener name, the port its conn id in
+// 16 hex digits, e.g. "echo:4f1c0a9b2d3e5f60". One end's LocalAddr is the
+// other's RemoteAddr. Dial accepts "name:id" too (the id is ignored, as a
+// port is). Its fields are Name and ID; Network returns "ucx".
 type Addr = session.Addr
 
-// Config configures a Transport (see session.Config).
+// Config configures a Transport: its workers, frame size, receive window,
+// backlog, lane choice, keepalive, linger, registry, logger, stats
+// directory and UCX settings (go doc shows each field). The zero value is
+// ready to use.
 type Config = session.Config
 
-// Conn is a conn over UCX or the kernel-TCP lane; it implements net.Conn
-// (see session.Conn).
-type Conn = session.Conn
-
-// ConnStats is what one conn is doing (see session.ConnStats).
+// ConnStats is a snapshot of one conn (Conn.Stats, Transport.Conns): its
+// addresses, lane, state (one of the Conn* states), byte and frame
+// counters, buffered and queued data and round-trip estimate. Its JSON
+// form is what `ucxnet ls --json` prints.
 type ConnStats = session.ConnStats
 
-// Dialer dials conns (see session.Dialer).
-type Dialer = session.Dialer
-
-// LaneInfo is the lane a dial to a name would take, and why (see
-// session.LaneInfo).
+// LaneInfo says which lane a dial to a name would take, and why
+// (Transport.LaneTo, for `ucxnet info` and demo): Lane (LaneUCX, LaneTCP,
+// or "" when neither reaches the peer), Reason, and the TCP Endpoints a
+// dial would try. It resolves the name but connects to nothing.
 type LaneInfo = session.LaneInfo
 
-// LaneStats counts a transport's kernel-TCP lane (see session.LaneStats).
+// LaneStats are a Transport's kernel-TCP lane counters: the conns on the
+// lane now and the preambles refused (garbage, oversized, timed out, over
+// the cap).
 type LaneStats = session.LaneStats
 
-// ListenConfig configures a Listener (see session.ListenConfig).
-type ListenConfig = session.ListenConfig
-
-// Listener accepts conns; it implements net.Listener (see
-// session.Listener).
-type Listener = session.Listener
-
-// Snapshot is what a transport is doing, as `ucxnet ls` shows it (see
-// session.Snapshot).
+// Snapshot is the state of one transport: its counters, listeners and
+// conns (at most MaxSnapshotConns). Its JSON form is a stats socket's
+// answer (see StatsDir) and what PublishExpvar publishes.
 type Snapshot = session.Snapshot
 
-// Stats counts a transport's conns, frames and failures (see
-// session.Stats).
+// Stats are a Transport's counters: conns dialed, accepted and refused,
+// frames and bytes each way, and the failures and drops it saw.
 type Stats = session.Stats
 
-// Transport is a set of UCX workers and the conns and listeners that use
-// them (see session.Transport).
-type Transport = session.Transport
-
-// UCXLibrary describes the UCX library this process runs on (see
-// session.UCXLibrary).
+// UCXLibrary describes the UCX library this process runs on: its version,
+// the release ucxnet was built against and the library's path.
 type UCXLibrary = session.UCXLibrary
 
 // Defaults for Config.
@@ -87,7 +88,7 @@ const (
 )
 
 // DefaultDialTimeout bounds a dial whose Dialer has no Timeout and whose
-// context has no deadline (see session.DefaultDialTimeout).
+// context has no deadline.
 const DefaultDialTimeout = session.DefaultDialTimeout
 
 // EnvLane names the environment variable that forces a lane when
@@ -95,8 +96,8 @@ const DefaultDialTimeout = session.DefaultDialTimeout
 const EnvLane = session.EnvLane
 
 // EnvNoCloexec names the environment variable that, set to "1", keeps
-// ucxnet from marking the descriptors UCX creates close-on-exec (see
-// session.EnvNoCloexec).
+// ucxnet from marking the descriptors UCX creates close-on-exec (for a
+// program that hands them to a child on purpose).
 const EnvNoCloexec = session.EnvNoCloexec
 
 // EnvPSKFile names the environment variable holding the path of a file
@@ -110,16 +111,17 @@ const EnvStatsDir = session.EnvStatsDir
 // ExpvarName is the expvar variable PublishExpvar publishes.
 const ExpvarName = session.ExpvarName
 
-// MaxSnapshotConns bounds the conns a Snapshot lists (see
-// session.MaxSnapshotConns).
+// MaxSnapshotConns bounds the conns a Snapshot lists; the rest are counted
+// in its ConnsOmitted.
 const MaxSnapshotConns = session.MaxSnapshotConns
 
-// MetaTCP is the registry meta key of a listener's kernel-TCP endpoints
-// (see session.MetaTCP).
+// MetaTCP is the registry meta key under which a listener publishes its
+// kernel-TCP endpoints, which a dial on the TCP lane tries.
 const MetaTCP = session.MetaTCP
 
-// MetaUCXRelease is the registry meta key of a listener's UCX release (see
-// session.MetaUCXRelease).
+// MetaUCXRelease is the registry meta key under which a listener publishes
+// the UCX release it runs, so that a dial that fails can say which two
+// releases met.
 const MetaUCXRelease = session.MetaUCXRelease
 
 // MinPSKLen is the shortest pre-shared key accepted.
@@ -133,19 +135,20 @@ const Network = session.Network
 const StatsOff = session.StatsOff
 
 // StatsRequest is the request a stats socket answers with its transport's
-// Snapshot (see session.StatsRequest).
+// Snapshot.
 const StatsRequest = session.StatsRequest
 
 // StatsSocketSuffix ends the name of every stats socket.
 const StatsSocketSuffix = session.StatsSocketSuffix
 
-// ZeroCopyMin is the smallest write sent zero-copy (see
-// session.ZeroCopyMin).
+// ZeroCopyMin is the smallest write (or window-limited part of one) sent
+// zero-copy over shared memory: straight from the writer's memory, which
+// Write pins until UCX is done with it.
 const ZeroCopyMin = session.ZeroCopyMin
 
 // Errors a conn or dial can report, each wrapped in a *net.OpError. Test
 // for them with errors.Is, as with the standard library's conns:
-// errors.Is(err, syscall.ECONNREFUSED) and so on (see session.ErrRefused).
+// errors.Is(err, syscall.ECONNREFUSED) and so on.
 var (
 	ErrRefused            = session.ErrRefused            // ECONNREFUSED
 	ErrReset              = session.ErrReset              // ECONNRESET
@@ -154,38 +157,22 @@ var (
 	ErrTransportClosed    = session.ErrTransportClosed
 )
 
-// NewTransport starts a transport: a UCP context per worker,
-// Config.Workers workers and their progress engines.
-func NewTransport(cfg Config) (*Transport, error) {
-	return session.NewTransport(cfg, session.StartUCX)
-}
-
-// DefaultTransport returns the process-wide transport that the
-// package-level functions use, starting it on first use.
-func DefaultTransport() (*Transport, error) { return session.DefaultTransport() }
-
-// Dial connects to the listener published as address, on the default
-// transport (see session.Dial).
-func Dial(network, address string) (net.Conn, error) { return session.Dial(network, address) }
-
-// Listen announces name on the default transport (see session.Listen).
-func Listen(network, name string) (net.Listener, error) { return session.Listen(network, name) }
-
 // CheckStatsDir creates dir (mode 0700) if it is missing and checks that
-// it is a directory owned by this user that others cannot write (see
-// session.CheckStatsDir).
+// it is a directory owned by this user that others cannot write.
 func CheckStatsDir(dir string) error { return session.CheckStatsDir(dir) }
 
 // EffectiveUCXDefaults returns the UCX settings ucxnet applies where the
-// environment sets none (see session.EffectiveUCXDefaults).
+// environment sets none.
 func EffectiveUCXDefaults() map[string]string { return session.EffectiveUCXDefaults() }
 
 // PeerCred returns the uid and pid of the process at the other end of a
-// Unix socket (see session.PeerCred).
+// Unix socket.
 func PeerCred(c *net.UnixConn) (uid, pid int, err error) { return session.PeerCred(c) }
 
 // PublishExpvar publishes Snapshots() as the expvar variable ExpvarName
-// (see session.PublishExpvar).
+// (served by expvar's /debug/vars handler), computed when read. Calling it
+// again does nothing; it returns an error, and publishes nothing, if
+// another package already published a variable of that name.
 func PublishExpvar() error { return session.PublishExpvar() }
 
 // Snapshots returns a Snapshot of every open transport of the process,
@@ -193,7 +180,9 @@ func PublishExpvar() error { return session.PublishExpvar() }
 func Snapshots() []Snapshot { return session.Snapshots() }
 
 // StatsDir returns the directory of the stats sockets that cfgDir (a
-// Config.StatsDir) selects (see session.StatsDir).
+// Config.StatsDir) selects: cfgDir, else $UCXNET_STATS_DIR, else ".stats"
+// in the default registry directory (registry.DefaultDir). It returns ""
+// when the socket is off.
 func StatsDir(cfgDir string) (string, error) { return session.StatsDir(cfgDir) }
 
 // UCX returns the UCX library in use.

@@ -161,7 +161,7 @@ func TestAttackInjectionFromThirdWorker(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	id := c.(*Conn).id
+	id := c.(*testConn).id
 	require.Contains(t, c.LocalAddr().String(), formatID(id), "the id is public: the attack's premise")
 	evil := newRawPeer(t, p.client)
 	for seq := range 3 {

@@ -121,7 +121,7 @@ func TestExecChildHoldsNoUCXSockets(t *testing.T) {
 	require.NoError(t, err)
 	_, err = fmt.Sscanf(line, "sleep %d", &sleepPid)
 	require.NoError(t, err, "child said %q", line)
-	tl := c.(*Conn).Transports()
+	tl := c.(*testConn).Transports()
 	require.True(t, len(tl) > 0 && onlyTransports(tl, "tcp"), "the conn must ride on UCX's tcp, not %v", tl)
 
 	var ucxFDs int

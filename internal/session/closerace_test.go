@@ -49,7 +49,7 @@ func TestMemCloseBothEndsRace(t *testing.T) {
 	const n = 50
 	for range n {
 		c, s := p.conns(t)
-		sc := s.(*Conn)
+		sc := s.(*testConn)
 		sc.wmu.Lock()
 		closed := make(chan error, 1)
 		go func() { closed <- sc.Close() }()

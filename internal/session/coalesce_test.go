@@ -84,7 +84,7 @@ func TestMemCoalesceCloseDelivers(t *testing.T) {
 			require.NoError(t, err)
 		}
 		if half {
-			require.NoError(t, c.(*Conn).CloseWrite())
+			require.NoError(t, c.(*testConn).CloseWrite())
 		} else {
 			require.NoError(t, c.Close())
 		}
@@ -107,7 +107,7 @@ func TestMemCoalesceAbortDrops(t *testing.T) {
 	p.cEng.SetBusy(true)
 	_, err := c.Write([]byte("queued, then reset"))
 	require.NoError(t, err)
-	require.NoError(t, c.(*Conn).SetLinger(0))
+	require.NoError(t, c.(*testConn).SetLinger(0))
 	require.NoError(t, c.Close())
 	p.cEng.SetBusy(false)
 	s.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -347,7 +347,7 @@ func TestMemQueuedFrameFitsPeerSegments(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	limit := c.(*Conn).peerSegs.Shm
+	limit := c.(*testConn).peerSegs.Shm
 	require.Equal(t, 2048, limit, "the peer's announced shared-memory frame")
 	var largest atomic.Int64
 	p.net.SetHook(func(f *memengine.Frame) memengine.Action {
@@ -442,7 +442,7 @@ func TestStoppedPeerDoesNotHoldBackOthers(t *testing.T) {
 	}
 	require.NotZero(t, tr.engineStats().Backlog, "the backlog ended during the test")
 	buffered := func(c net.Conn) (n uint64) {
-		require.NoError(t, c.(*Conn).peer.use(func(ep engine.EP) error {
+		require.NoError(t, c.(*testConn).peer.use(func(ep engine.EP) error {
 			n = tr.eng.Stats(ep).Backlog
 			return nil
 		}))
@@ -498,13 +498,13 @@ func TestWriteBacklogBounded(t *testing.T) {
 	// the 8 windows (32 MiB, less a socket buffer over tcp).
 	var size int
 	var limit uint64
-	switch k := conns[0].(*Conn).peer.path(tr).Kind; k {
+	switch k := conns[0].(*testConn).peer.path(tr).Kind; k {
 	case PathSharedMemory:
 		size, limit = 4<<10, 4<<20 // shmSmallBacklog (1 MiB) and an open frame per conn
 	case PathTCP:
 		size, limit = 64<<10, 12<<20 // tcpBacklog (8 MiB) and a write per conn
 	default:
-		t.Skipf("the bounds apply over shared memory and tcp; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*Conn).Transports())
+		t.Skipf("the bounds apply over shared memory and tcp; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*testConn).Transports())
 	}
 	require.NoError(t, stopped.Process.Signal(syscall.SIGSTOP))
 	defer stopped.Process.Signal(syscall.SIGCONT)
@@ -527,7 +527,7 @@ func TestWriteBacklogBounded(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	held := conns[0].(*Conn).backlog()
+	held := conns[0].(*testConn).backlog()
 	t.Logf("%d-byte writes: written %d bytes, UCX holds %d for the stopped peer", size, written.Load(), held)
 	require.NotZero(t, held, "UCX never held sends to the stopped peer: nothing was bounded")
 	require.LessOrEqual(t, held, limit)
@@ -542,12 +542,12 @@ func TestWriteBacklogBounded(t *testing.T) {
 func TestWriteBacklogEndsOnPeerFailure(t *testing.T) {
 	tr, conns, stopped := connsToDiscarder(t, Config{KeepAlive: 2 * time.Second})
 	size := 64 << 10
-	switch k := conns[0].(*Conn).peer.path(tr).Kind; k {
+	switch k := conns[0].(*testConn).peer.path(tr).Kind; k {
 	case PathSharedMemory:
 		size = 4 << 10 // small writes are the ones bounded over sm
 	case PathTCP:
 	default:
-		t.Skipf("the backlog bounds apply over shared memory and tcp; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*Conn).Transports())
+		t.Skipf("the backlog bounds apply over shared memory and tcp; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*testConn).Transports())
 	}
 	require.NoError(t, stopped.Process.Signal(syscall.SIGSTOP))
 	defer stopped.Process.Signal(syscall.SIGCONT)
@@ -567,7 +567,7 @@ func TestWriteBacklogEndsOnPeerFailure(t *testing.T) {
 			}
 		}()
 	}
-	require.Eventually(t, func() bool { return conns[0].(*Conn).backlog() > 0 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return conns[0].(*testConn).backlog() > 0 }, 10*time.Second, time.Millisecond,
 		"UCX never held sends to the stopped peer")
 	for range conns {
 		err := <-errs

@@ -7,14 +7,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ucxnet/ucxnet/internal/deadline"
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
-// Conn is a ucxnet connection: a byte stream carried as UCX active
-// messages. It implements net.Conn and, like *net.TCPConn, CloseWrite.
-// All methods are safe for concurrent use.
+// Conn is a session stream: a byte stream carried as UCX active messages
+// or over the kernel-TCP lane. Its Read and Write block until they can go
+// on, the cancel channel they are given closes (a deadline's) or the
+// stream closes, and return bare errors (io.EOF, net.ErrClosed,
+// os.ErrDeadlineExceeded, ErrReset and the other sentinels); ucxnet's
+// Conn adds deadlines and *net.OpError. All methods are safe for
+// concurrent use.
 type Conn struct {
 	t        *Transport
 	peer     *peer
@@ -66,13 +71,11 @@ type Conn struct {
 	dErr   error
 	linger time.Duration // SetLinger: < 0 the transport's Linger, 0 reset on Close
 
-	closedCh      chan struct{} // closed by Close
-	failedCh      chan struct{} // closed when the conn fails or is reset (terminate)
-	wmu           sync.Mutex    // serializes writers and the FIN after them
-	seq           uint64        // next sequence number to send (under wmu)
-	out           Cork          // small writes queued while the engine was busy
-	readDeadline  deadline
-	writeDeadline deadline
+	closedCh chan struct{} // closed by Close
+	failedCh chan struct{} // closed when the conn fails or is reset (terminate)
+	wmu      sync.Mutex    // serializes writers and the FIN after them
+	seq      uint64        // next sequence number to send (under wmu)
+	out      Cork          // small writes queued while the engine was busy
 	// The kernel-TCP lane (tcpconn.go): when lane is set, every method
 	// delegates to its *net.TCPConn. laneWhy says why the lane was chosen.
 	lane    *lane.Conn
@@ -90,25 +93,23 @@ type Conn struct {
 // of window bytes.
 func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 	c := &Conn{
-		t:             t,
-		sh:            t.shards[0],
-		peer:          p,
-		frame:         t.cfg.EagerMax,
-		peerSegs:      PeerSegLimits(stream.Hello{}), // until the peer's Hello says more
-		laddr:         laddr,
-		raddr:         raddr,
-		dialDone:      make(chan struct{}),
-		in:            NewInbound(uint32(min(window, t.cfg.Window)), t.holdMin, &t.readBufs),
-		rcond:         make(chan struct{}),
-		wcond:         make(chan struct{}),
-		swin:          stream.NewSendWindow(0),
-		closedCh:      make(chan struct{}),
-		failedCh:      make(chan struct{}),
-		linger:        -1,
-		keepAlive:     t.cfg.KeepAlive,
-		readDeadline:  makeDeadline(),
-		writeDeadline: makeDeadline(),
-		born:          time.Now(),
+		t:         t,
+		sh:        t.shards[0],
+		peer:      p,
+		frame:     t.cfg.EagerMax,
+		peerSegs:  PeerSegLimits(stream.Hello{}), // until the peer's Hello says more
+		laddr:     laddr,
+		raddr:     raddr,
+		dialDone:  make(chan struct{}),
+		in:        NewInbound(uint32(min(window, t.cfg.Window)), t.holdMin, &t.readBufs),
+		rcond:     make(chan struct{}),
+		wcond:     make(chan struct{}),
+		swin:      stream.NewSendWindow(0),
+		closedCh:  make(chan struct{}),
+		failedCh:  make(chan struct{}),
+		linger:    -1,
+		keepAlive: t.cfg.KeepAlive,
+		born:      time.Now(),
 	}
 	return c
 }
@@ -143,13 +144,6 @@ func (c *Conn) Transports() []string {
 	return append([]string(nil), tl...)
 }
 
-func (c *Conn) opErr(op string, err error) error {
-	if err == io.EOF {
-		return io.EOF
-	}
-	return &net.OpError{Op: op, Net: Network, Source: c.laddr, Addr: c.raddr, Err: err}
-}
-
 // broadcast wakes every waiter of a condition channel. c.mu is held.
 func broadcast(ch *chan struct{}, waiting int) {
 	if waiting > 0 {
@@ -174,9 +168,13 @@ func (c *Conn) waitLocked(cond chan struct{}, waiting *int, dl <-chan struct{}) 
 	*waiting--
 }
 
-// Read reads data from the conn. After the peer's Close or CloseWrite and
-// once everything it sent is read, Read returns io.EOF.
-func (c *Conn) Read(b []byte) (int, error) {
+// Read reads data from the stream, waiting until some is there, cancel
+// closes (os.ErrDeadlineExceeded) or the stream is closed
+// (net.ErrClosed). After the peer's Close or CloseWrite and once
+// everything it sent is read, Read returns io.EOF. On the kernel-TCP lane
+// cancel is not used: the lane conn's own deadlines (SetLaneDeadline)
+// bound it.
+func (c *Conn) Read(b []byte, cancel <-chan struct{}) (int, error) {
 	if c.lane != nil {
 		return c.laneRead(b)
 	}
@@ -184,12 +182,11 @@ func (c *Conn) Read(b []byte) (int, error) {
 	for {
 		if c.state.Closed {
 			c.mu.Unlock()
-			return 0, c.opErr("read", net.ErrClosed)
+			return 0, net.ErrClosed
 		}
-		dl := c.readDeadline.wait()
-		if isClosedChan(dl) {
+		if deadline.Closed(cancel) {
 			c.mu.Unlock()
-			return 0, c.opErr("read", os.ErrDeadlineExceeded)
+			return 0, os.ErrDeadlineExceeded
 		}
 		if c.in.Ready() {
 			if len(b) == 0 {
@@ -218,13 +215,13 @@ func (c *Conn) Read(b []byte) (int, error) {
 		if c.rerr != nil {
 			err := c.rerr
 			c.mu.Unlock()
-			return 0, c.opErr("read", err)
+			return 0, err
 		}
 		if len(b) == 0 {
 			c.mu.Unlock()
 			return 0, nil
 		}
-		c.waitLocked(c.rcond, &c.rwait, dl)
+		c.waitLocked(c.rcond, &c.rwait, cancel)
 	}
 }
 
@@ -243,44 +240,8 @@ func (c *Conn) accepted() {
 	}
 }
 
-// SetDeadline sets the read and write deadlines. After Close it returns
-// an error matching net.ErrClosed, as *net.TCPConn's does.
-func (c *Conn) SetDeadline(t time.Time) error {
-	if c.lane != nil {
-		return c.mapErr(c.lane.SetDeadline("", t))
-	}
-	if isClosedChan(c.closedCh) {
-		return c.opErr("set", net.ErrClosed)
-	}
-	c.readDeadline.set(t)
-	c.writeDeadline.set(t)
-	return nil
-}
-
-// SetReadDeadline sets the read deadline; it also interrupts a Read
-// already blocked.
-func (c *Conn) SetReadDeadline(t time.Time) error {
-	if c.lane != nil {
-		return c.mapErr(c.lane.SetDeadline("read", t))
-	}
-	if isClosedChan(c.closedCh) {
-		return c.opErr("set", net.ErrClosed)
-	}
-	c.readDeadline.set(t)
-	return nil
-}
-
-// SetWriteDeadline sets the write deadline.
-func (c *Conn) SetWriteDeadline(t time.Time) error {
-	if c.lane != nil {
-		return c.mapErr(c.lane.SetDeadline("write", t))
-	}
-	if isClosedChan(c.closedCh) {
-		return c.opErr("set", net.ErrClosed)
-	}
-	c.writeDeadline.set(t)
-	return nil
-}
+// Closed reports whether Close was called.
+func (c *Conn) Closed() bool { return deadline.Closed(c.closedCh) }
 
 // SetLinger sets how Close treats data not yet handed to the transport,
 // as (*net.TCPConn).SetLinger does. sec < 0 (the default): Close sends what
@@ -290,12 +251,12 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 // as the default, waiting up to sec seconds.
 func (c *Conn) SetLinger(sec int) error {
 	if c.lane != nil {
-		return c.mapErr(c.lane.TC.SetLinger(sec))
+		return laneErr(c.lane.TC.SetLinger(sec))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state.Closed {
-		return c.opErr("set", net.ErrClosed)
+		return net.ErrClosed
 	}
 	switch {
 	case sec < 0:
@@ -312,12 +273,12 @@ func (c *Conn) SetLinger(sec int) error {
 // then io.EOF. Reading goes on.
 func (c *Conn) CloseWrite() error {
 	if c.lane != nil {
-		return c.mapErr(c.lane.CloseWrite())
+		return laneErr(c.lane.CloseWrite())
 	}
 	c.mu.Lock()
 	if c.state.Closed {
 		c.mu.Unlock()
-		return c.opErr("close", net.ErrClosed)
+		return net.ErrClosed
 	}
 	c.state.WShut = true
 	broadcast(&c.wcond, c.wwait)
@@ -336,7 +297,7 @@ func (c *Conn) sendFin() error {
 		c.mu.Lock()
 		err = c.werr
 		c.mu.Unlock()
-		return c.opErr("close", err)
+		return err
 	}
 	c.mu.Lock()
 	if c.state.FinOut || c.werr != nil || c.state.Phase != PhaseOpen {
@@ -348,7 +309,7 @@ func (c *Conn) sendFin() error {
 	err := c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindFin, ConnID: c.remoteID, Seq: c.seq})
 	c.seq++
 	if err != nil {
-		return c.opErr("close", withDetail(ErrReset, "%v", err))
+		return withDetail(ErrReset, "%v", err)
 	}
 	return nil
 }
@@ -365,7 +326,7 @@ func (c *Conn) Close() error {
 	c.mu.Lock()
 	if c.state.Closed {
 		c.mu.Unlock()
-		return c.opErr("close", net.ErrClosed)
+		return net.ErrClosed
 	}
 	c.state.Closed = true
 	unread := c.in.Unread() || c.linger == 0

@@ -129,7 +129,7 @@ func testEcho(t *testing.T, p *pair) {
 	}
 	require.Equal(t, Network, c.LocalAddr().Network())
 	require.NotNil(t, c.RemoteAddr())
-	t.Logf("transports: %v", c.(*Conn).Transports())
+	t.Logf("transports: %v", c.(*testConn).Transports())
 }
 
 func TestCloseDeliversThenEOF(t *testing.T) {
@@ -241,10 +241,10 @@ func TestZeroCopyWrites(t *testing.T) {
 				require.Equal(t, n, m)
 				clear(buf[:n]) // free to reuse at once
 			}
-			require.NoError(t, c.(*Conn).CloseWrite())
+			require.NoError(t, c.(*testConn).CloseWrite())
 			require.Equal(t, want.Sum(nil), <-got)
 			zc := p.client.Stats().ZeroCopyFrames
-			tl := c.(*Conn).Transports()
+			tl := c.(*testConn).Transports()
 			t.Logf("transports %v: %d zero-copy frames", tl, zc)
 			if tc.zeroCopy && onlyTransports(tl, "posix", "sysv", "cma", "self") {
 				require.NotZero(t, zc)
@@ -267,14 +267,14 @@ func TestZeroCopyStalledPeer(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	if !c.(*Conn).peer.path(p.client).ZeroCopy {
-		t.Skipf("transports %v: writes are copied, not sent zero-copy", c.(*Conn).Transports())
+	if !c.(*testConn).peer.path(p.client).ZeroCopy {
+		t.Skipf("transports %v: writes are copied, not sent zero-copy", c.(*testConn).Transports())
 	}
 	paused, unblock := make(chan struct{}), make(chan struct{})
 	go func() {
 		// The engine of the server conn's shard: with Config.Workers over
 		// 1, another shard's engine does not carry it.
-		resume := s.(*Conn).sh.eng.(interface{ Pause() func() }).Pause() // a UCX progress engine
+		resume := s.(*testConn).sh.eng.(interface{ Pause() func() }).Pause() // a UCX progress engine
 		close(paused)
 		<-unblock
 		resume()
@@ -338,7 +338,7 @@ func TestMixedSegmentSizes(t *testing.T) {
 	_, err = io.ReadFull(conn, got)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(msg, got))
-	cc := conn.(*Conn)
+	cc := conn.(*testConn)
 	t.Logf("transports %v; frames to the small-segment side at most %d (shm) / %d (tcp) bytes", cc.Transports(), cc.peerSegs.Shm, cc.peerSegs.TCP)
 	require.Equal(t, SegLimits{Shm: 8000, TCP: 63 << 10}, cc.peerSegs)
 	require.Equal(t, SegLimits{Shm: 8000, TCP: 63 << 10}, PeerSegLimits(stream.Hello{}), "an older peer has UCX's default segments")

@@ -24,7 +24,7 @@ func TestConnStatsCounts(t *testing.T) {
 				c, s := p.conns(t)
 				defer c.Close()
 				defer s.Close()
-				cc, sc := c.(*Conn), s.(*Conn)
+				cc, sc := c.(*testConn), s.(*testConn)
 
 				const up, down = 300_000, 1234
 				wrote := make(chan error, 1)
@@ -141,14 +141,14 @@ func TestTransportConns(t *testing.T) {
 					}
 					return out
 				}
-				require.ElementsMatch(t, []uint64{c1.(*Conn).id, c2.(*Conn).id}, ids(p.client))
-				require.ElementsMatch(t, []uint64{s1.(*Conn).id, s2.(*Conn).id}, ids(p.server))
-				require.Equal(t, c1.(*Conn).id, p.client.Conns()[0].ID, "oldest first")
+				require.ElementsMatch(t, []uint64{c1.(*testConn).id, c2.(*testConn).id}, ids(p.client))
+				require.ElementsMatch(t, []uint64{s1.(*testConn).id, s2.(*testConn).id}, ids(p.server))
+				require.Equal(t, c1.(*testConn).id, p.client.Conns()[0].ID, "oldest first")
 
 				c1.Close()
 				s1.Close()
 				require.Eventually(t, func() bool { return len(ids(p.client)) == 1 && len(ids(p.server)) == 1 }, 10*time.Second, 5*time.Millisecond)
-				require.Equal(t, []uint64{c2.(*Conn).id}, ids(p.client))
+				require.Equal(t, []uint64{c2.(*testConn).id}, ids(p.client))
 				c2.Close()
 				s2.Close()
 				require.Eventually(t, func() bool { return len(ids(p.client)) == 0 && len(ids(p.server)) == 0 }, 10*time.Second, 5*time.Millisecond)
@@ -163,7 +163,7 @@ func TestConnStatsRTT(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	require.Eventually(t, func() bool { return c.(*Conn).Stats().RTT > 0 }, 20*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return c.(*testConn).Stats().RTT > 0 }, 20*time.Second, 10*time.Millisecond,
 		"the idle conn's peer is probed after KeepAlive/2 and answers")
 }
 

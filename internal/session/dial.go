@@ -40,32 +40,12 @@ type Dialer struct {
 	KeepAlive time.Duration
 }
 
-// Dial connects to the listener published as address, on the default
-// transport.
-func Dial(network, address string) (net.Conn, error) {
-	var d Dialer
-	return d.DialContext(context.Background(), network, address)
-}
-
-// Dial connects to the listener published as address.
-func (d *Dialer) Dial(network, address string) (net.Conn, error) {
-	return d.DialContext(context.Background(), network, address)
-}
-
-// DialContext connects to the listener published as address. network is
+// DialStream connects to the listener published as address. network is
 // "ucx", or "tcp", "tcp4" or "tcp6" (net/http always passes "tcp"); the
 // address is always a registry name. "host:port" that is not a name itself
 // is tried as "host". A name with no live listener fails at once with an
-// error matching syscall.ECONNREFUSED.
-func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	c, err := d.dial(ctx, network, address)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, error) {
+// error matching syscall.ECONNREFUSED. Its errors are *net.OpError.
+func (d *Dialer) DialStream(ctx context.Context, network, address string) (*Conn, error) {
 	raddr := Addr{Name: address}
 	if err := checkNetwork(network); err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}

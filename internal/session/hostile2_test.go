@@ -86,7 +86,7 @@ func testMemClaimedPeerNotKeptAlive(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	sid := s.(*Conn).id
+	sid := s.(*testConn).id
 	// A byte each way first: the server conn is bound to the client's
 	// endpoint by a frame that names it (an attacker who knew sid before
 	// that could bind it to itself, which is not what this test is about).
@@ -148,7 +148,7 @@ func testMemPingFloodBounded(t *testing.T) {
 		return memengine.Deliver
 	})
 	from := serverPeerFrom(t, p) // as if the client sent them
-	sid := s.(*Conn).id
+	sid := s.(*testConn).id
 	const flood = 2000
 	start := time.Now()
 	for i := range flood {

@@ -36,7 +36,8 @@ type ListenConfig struct {
 	KeepAlive time.Duration
 }
 
-// Listener is a ucxnet listener. It implements net.Listener.
+// Listener is a ucxnet listener; ucxnet's Listener is the net.Listener
+// over it.
 type Listener struct {
 	t   *Transport
 	psk []byte
@@ -52,27 +53,13 @@ type Listener struct {
 	tcp         *lane.Listener // the kernel-TCP lane's side, if any
 }
 
-// Listen announces name on the default transport. network must be "ucx"
-// (or "tcp", "tcp4", "tcp6"). An empty name publishes a fresh unique name,
-// which ln.Addr().String() returns.
-func Listen(network, name string) (net.Listener, error) {
-	var lc ListenConfig
-	return lc.Listen(context.Background(), network, name)
-}
-
 // Listen announces name: it publishes the transport's worker address under
-// name in the registry and accepts conns dialed to it. A live listener of
-// the same name, here or in another process, makes it fail with an error
-// matching syscall.EADDRINUSE.
-func (lc *ListenConfig) Listen(ctx context.Context, network, name string) (net.Listener, error) {
-	l, err := lc.listen(ctx, network, name)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-func (lc *ListenConfig) listen(ctx context.Context, network, name string) (*Listener, error) {
+// name in the registry and accepts conns dialed to it. network must be
+// "ucx" (or "tcp", "tcp4", "tcp6"); an empty name publishes a fresh unique
+// name, which l.Addr().String() returns. A live listener of the same name,
+// here or in another process, makes it fail with an error matching
+// syscall.EADDRINUSE. Its errors are *net.OpError.
+func (lc *ListenConfig) Listen(ctx context.Context, network, name string) (*Listener, error) {
 	opErr := func(err error) error {
 		return &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}
 	}
@@ -185,9 +172,9 @@ func (l *Listener) isClosed() bool {
 	return l.closed
 }
 
-// Accept waits for and returns the next conn. After Close it returns an
-// error matching net.ErrClosed.
-func (l *Listener) Accept() (net.Conn, error) {
+// AcceptStream waits for and returns the next stream. After Close it
+// returns an error matching net.ErrClosed.
+func (l *Listener) AcceptStream() (*Conn, error) {
 	select {
 	case c := <-l.queue:
 		c.accepted()

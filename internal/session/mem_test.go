@@ -155,7 +155,7 @@ func TestMemDuplicateAndReorder(t *testing.T) {
 			c.Write(msg[off:min(off+7000, len(msg))])
 			p.net.ReleaseHeld() // the held frames arrive late, newest first
 		}
-		c.(*Conn).CloseWrite()
+		c.(*testConn).CloseWrite()
 	}()
 	got, err := io.ReadAll(s)
 	require.NoError(t, err)
@@ -169,7 +169,7 @@ func TestMemInjection(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	id := c.(*Conn).id
+	id := c.(*testConn).id
 	for seq := range 3 {
 		h := stream.Header{Kind: stream.KindData, ConnID: id, Seq: uint64(seq), Length: 5}.Bytes()
 		p.cEng.Inject(999_999, h[:], []byte("EVIL!"))

@@ -30,7 +30,7 @@ func BenchmarkMemStream(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			c.(*Conn).CloseWrite()
+			c.(*testConn).CloseWrite()
 			if n := <-done; n != int64(size)*int64(b.N) {
 				b.Fatalf("received %d bytes, want %d", n, size*b.N)
 			}

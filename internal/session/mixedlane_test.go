@@ -52,7 +52,7 @@ func TestLaneMixedHelper(t *testing.T) {
 	_, err = io.ReadFull(c, got)
 	require.NoError(t, err)
 	require.Equal(t, "from nocgo", string(got))
-	name, why := c.(*Conn).Lane()
+	name, why := c.(*testConn).Lane()
 	fmt.Printf("lane %s: %s\n", name, why)
 	c.Close()
 	io.Copy(io.Discard, os.Stdin)
@@ -135,7 +135,7 @@ func TestLaneMixedBuild(t *testing.T) {
 	c, err := d.Dial(Network, "mixed-nocgo")
 	require.NoError(t, err)
 	defer c.Close()
-	name, why := c.(*Conn).Lane()
+	name, why := c.(*testConn).Lane()
 	if cfg.Lane == LaneAuto {
 		require.Equal(t, lane.ReasonNoUCXPeer, why)
 	}

@@ -148,7 +148,7 @@ func netnsEcho(d *Dialer, name string, size int64) error {
 			}
 			left -= n
 		}
-		werr <- c.(*Conn).CloseWrite()
+		werr <- c.(*testConn).CloseWrite()
 	}()
 	gen := rand.NewChaCha8(netnsStreamSeed)
 	buf := make([]byte, 256<<10)

@@ -48,13 +48,13 @@ func TestNetnsLaneRelayHelper(t *testing.T) {
 		if err != nil {
 			os.Exit(0)
 		}
-		go netnsLaneRelay1(a.(*Conn))
+		go netnsLaneRelay1(a.(*testConn))
 	}
 }
 
 // netnsLaneRelay1 reads the name to dial back (one line), dials it and
 // copies both ways, passing on EOF as CloseWrite and errors as resets.
-func netnsLaneRelay1(a *Conn) {
+func netnsLaneRelay1(a *testConn) {
 	var name []byte
 	var b [1]byte
 	for len(name) < 256 {
@@ -75,11 +75,11 @@ func netnsLaneRelay1(a *Conn) {
 		a.Close()
 		return
 	}
-	c := bc.(*Conn)
+	c := bc.(*testConn)
 	var wg sync.WaitGroup
-	pipe := func(dst, src *Conn) {
+	pipe := func(dst, src *testConn) {
 		defer wg.Done()
-		if _, err := io.Copy(writerOnly{dst}, readerOnly{src}); err != nil {
+		if _, err := io.Copy(dst, src); err != nil {
 			dst.SetLinger(0)
 			dst.Close()
 			src.SetLinger(0)
@@ -121,8 +121,8 @@ func TestNetnsLaneClientHelper(t *testing.T) {
 	}
 	c1, c2, err := pair()
 	require.NoError(t, err)
-	name, why := c1.(*Conn).Lane()
-	fmt.Printf("lane %s %v: %s\n", name, c1.(*Conn).Transports(), why)
+	name, why := c1.(*testConn).Lane()
+	fmt.Printf("lane %s %v: %s\n", name, c1.(*testConn).Transports(), why)
 	c1.Close()
 	c2.Close()
 	var mu sync.Mutex
@@ -207,7 +207,7 @@ func TestNetnsLaneIdleHelper(t *testing.T) {
 		fmt.Println("fail", err)
 		os.Exit(1)
 	}
-	lane, _ := c.(*Conn).Lane()
+	lane, _ := c.(*testConn).Lane()
 	fmt.Println("idle on lane", lane)
 	_, err = c.Read(make([]byte, 1))
 	fmt.Println("ioerror", err)

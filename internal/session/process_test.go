@@ -119,12 +119,12 @@ func TestCrossProcess(t *testing.T) {
 	for range 3 {
 		c, err := d.Dial(Network, "echo")
 		require.NoError(t, err)
-		t.Logf("transports: %v", c.(*Conn).Transports())
+		t.Logf("transports: %v", c.(*testConn).Transports())
 		msg := make([]byte, 5<<20)
 		rand.Read(msg)
 		go func() {
 			c.Write(msg)
-			c.(*Conn).CloseWrite()
+			c.(*testConn).CloseWrite()
 		}()
 		got, err := io.ReadAll(c)
 		require.NoError(t, err)

@@ -70,7 +70,7 @@ func TestStoppedPeerKept(t *testing.T) {
 			c, err := d.Dial(Network, "stoppable")
 			require.NoError(t, err)
 			defer c.Close()
-			if got, _ := c.(*Conn).Lane(); got != lane {
+			if got, _ := c.(*testConn).Lane(); got != lane {
 				t.Skipf("the conn took the %s lane, not %s (UCX_TLS=%q)", got, lane, os.Getenv("UCX_TLS"))
 			}
 			roundTrip(t, c, "before")

@@ -20,7 +20,7 @@ import (
 // dialPinned dials p's listener from the client's last worker, to be
 // accepted on the server's last worker (with one worker a side, the
 // only ones), and returns both ends, the server's echoing.
-func dialPinned(t *testing.T, p *pair) (client, server *Conn) {
+func dialPinned(t *testing.T, p *pair) (client, server *testConn) {
 	t.Helper()
 	p.client.nextDial.Store(0)   // the next dial: shard 1 % workers
 	p.server.nextAccept.Store(0) // the next accept: shard 1 % workers
@@ -39,7 +39,7 @@ func dialPinned(t *testing.T, p *pair) (client, server *Conn) {
 	t.Cleanup(func() { c.Close(); s.Close() })
 	go func() { _, _ = io.Copy(s, s) }()
 	echoes(t, c, "ping")
-	return c.(*Conn), s.(*Conn)
+	return c.(*testConn), s.(*testConn)
 }
 
 // waitNoConns waits until tr's conn table is empty.
@@ -208,7 +208,7 @@ func TestMemForgedConnectReset(t *testing.T) {
 	zc, err := p.ln.Accept()
 	require.NoError(t, err)
 	defer zc.Close()
-	z := zc.(*Conn)
+	z := zc.(*testConn)
 	require.Equal(t, s1.sh, z.sh, "the forged conn is not on the honest conn's worker")
 	require.NoError(t, z.SetReadDeadline(time.Now().Add(10*time.Second)))
 	_, err = z.Read(make([]byte, 1))
@@ -239,7 +239,7 @@ func TestMemUnboundConnReset(t *testing.T) {
 	zc, err := p.ln.Accept()
 	require.NoError(t, err)
 	defer zc.Close()
-	z := zc.(*Conn)
+	z := zc.(*testConn)
 	require.Equal(t, 0, z.sh.idx)
 	// The honest conn from the same client worker, on server worker 0.
 	p.client.nextDial.Store(0)
@@ -249,7 +249,7 @@ func TestMemUnboundConnReset(t *testing.T) {
 	c2, err := p.dialer.Dial(Network, p.ln.Addr().String())
 	require.NoError(t, err)
 	defer c2.Close()
-	s2 := (<-acc).(*Conn)
+	s2 := (<-acc).(*testConn)
 	defer s2.Close()
 	require.Same(t, z.peer, s2.peer, "the honest conn is not on the forged conn's peer")
 	go func() { _, _ = io.Copy(s2, s2) }()

@@ -20,17 +20,17 @@ import (
 // with ErrProtocol "bad ACCEPT: worker address refused".
 func TestMemAcceptOnFirstWorkerAfterIdleClose(t *testing.T) {
 	p := newMemPair(t, Config{Workers: 2, Window: 256 << 10})
-	dial := func() (*Conn, *Conn) {
+	dial := func() (*testConn, *testConn) {
 		p.client.nextDial.Store(0)   // client worker 1
 		p.server.nextAccept.Store(1) // server worker 0, where CONNECTs arrive
 		acc := make(chan net.Conn, 1)
 		go func() { s, _ := p.ln.Accept(); acc <- s }()
 		c, err := p.dialer.Dial(Network, p.ln.Addr().String())
 		require.NoError(t, err)
-		s := (<-acc).(*Conn)
+		s := (<-acc).(*testConn)
 		require.Equal(t, 0, s.sh.idx)
 		go func() { _, _ = echoAll(s) }()
-		return c.(*Conn), s
+		return c.(*testConn), s
 	}
 	c1, s1 := dial()
 	echoes(t, c1, "first")
@@ -166,7 +166,7 @@ func TestMemRebindKeepsIdleSince(t *testing.T) {
 	c1, err := p.dialer.Dial(Network, p.ln.Addr().String())
 	require.NoError(t, err)
 	s1 := <-acc
-	cp := c1.(*Conn).peer
+	cp := c1.(*testConn).peer
 	require.NoError(t, c1.Close())
 	require.NoError(t, s1.Close())
 	waitNoConns(t, p.client)

@@ -71,7 +71,7 @@ func TestRegistryHTTPCrossProcess(t *testing.T) {
 	rand.Read(msg)
 	go func() {
 		c.Write(msg)
-		c.(*Conn).CloseWrite()
+		c.(*testConn).CloseWrite()
 	}()
 	got, err := io.ReadAll(c)
 	require.NoError(t, err)

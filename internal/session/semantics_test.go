@@ -32,7 +32,7 @@ func TestFlowControlBlocksWriter(t *testing.T) {
 		require.LessOrEqual(t, n, window, "wrote past the receive window")
 		require.Greater(t, n, 0)
 
-		buffered := s.(*Conn)
+		buffered := s.(*testConn)
 		buffered.mu.Lock()
 		held := buffered.in.Buffered()
 		buffered.mu.Unlock()
@@ -59,7 +59,7 @@ func TestCloseWriteHalfClose(t *testing.T) {
 		defer s.Close()
 		_, err := c.Write([]byte("request"))
 		require.NoError(t, err)
-		require.NoError(t, c.(*Conn).CloseWrite())
+		require.NoError(t, c.(*testConn).CloseWrite())
 		got, err := io.ReadAll(s)
 		require.NoError(t, err)
 		require.Equal(t, "request", string(got))
@@ -82,7 +82,7 @@ func TestCloseWithUnreadDataResetsPeer(t *testing.T) {
 		_, err := c.Write([]byte("never read"))
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
-			sc := s.(*Conn)
+			sc := s.(*testConn)
 			sc.mu.Lock()
 			defer sc.mu.Unlock()
 			return sc.in.Ready()
@@ -266,7 +266,7 @@ func TestTinyWritesCoalesce(t *testing.T) {
 			_, err := c.Write([]byte{byte(i)})
 			require.NoError(t, err)
 		}
-		sc := s.(*Conn)
+		sc := s.(*testConn)
 		require.Eventually(t, func() bool {
 			sc.mu.Lock()
 			defer sc.mu.Unlock()
@@ -288,7 +288,7 @@ func TestSetLingerZeroResets(t *testing.T) {
 		defer s.Close()
 		_, err := c.Write([]byte("partial response"))
 		require.NoError(t, err)
-		require.NoError(t, c.(*Conn).SetLinger(0))
+		require.NoError(t, c.(*testConn).SetLinger(0))
 		require.NoError(t, c.Close())
 		s.SetReadDeadline(time.Now().Add(5 * time.Second))
 		for {

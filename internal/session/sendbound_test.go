@@ -82,13 +82,13 @@ func TestAttackSendBufferingPerProcess(t *testing.T) {
 		conns[i] = stalledConn(t, p.ln, p.server, uint64(7100+i))
 	}
 	var size int
-	switch k := conns[0].(*Conn).peer.path(p.server).Kind; k {
+	switch k := conns[0].(*testConn).peer.path(p.server).Kind; k {
 	case PathSharedMemory:
 		size = 8 << 10 // not small for an 8 KiB frame, not zero-copy: UCX copies it
 	case PathTCP:
 		size = 64 << 10
 	default:
-		t.Skipf("the bounds apply over shared memory and tcp; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*Conn).Transports())
+		t.Skipf("the bounds apply over shared memory and tcp; this run's UCX_TLS=%q carries the conns over %v", os.Getenv("UCX_TLS"), conns[0].(*testConn).Transports())
 	}
 	var wg sync.WaitGroup
 	var written atomic.Int64

@@ -29,7 +29,7 @@ func TestPublishExpvar(t *testing.T) {
 		require.True(t, ok, "the server transport is published")
 		require.Equal(t, []string{p.ln.Addr().String()}, srv.Listeners)
 		require.Len(t, srv.Conns, 1)
-		require.Equal(t, s.(*Conn).id, srv.Conns[0].ID)
+		require.Equal(t, s.(*testConn).id, srv.Conns[0].ID)
 		require.Positive(t, srv.PID)
 		cli, ok := byName[p.client.Name()]
 		require.True(t, ok, "the client transport is published")

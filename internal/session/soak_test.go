@@ -112,7 +112,7 @@ func soakWrite(c net.Conn, seed [32]byte, r *rand.Rand, prm soakParams, plan soa
 		select {
 		case <-stop:
 			c.SetWriteDeadline(time.Time{})
-			if err := c.(*Conn).CloseWrite(); err != nil {
+			if err := c.(*testConn).CloseWrite(); err != nil {
 				res.err = err
 			}
 			return res
@@ -368,7 +368,7 @@ func soakSession(t *testing.T, p *pair, router *soakRouter, r *rand.Rand, prm so
 		}
 	case stopCloseWriteNow:
 		for _, st := range streams {
-			go st.w.(*Conn).CloseWrite()
+			go st.w.(*testConn).CloseWrite()
 		}
 	case stopCloseWriter:
 		writerConn.Close()

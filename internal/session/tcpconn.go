@@ -2,8 +2,9 @@ package session
 
 // The conn side of the kernel-TCP lane: a *Conn whose lane is set
 // delegates every method to its lane.Conn, with the errors of the standard
-// library (addresses replaced by the conn's ucxnet ones), and the
-// dialer's side of the preamble (tcplane.go is the listener's).
+// library unwrapped from their *net.OpError (ucxnet's Conn wraps them
+// again with its addresses), and the dialer's side of the preamble
+// (tcplane.go is the listener's).
 
 import (
 	"context"
@@ -221,8 +222,13 @@ func tcpStatusErr(status byte, name string) error {
 	return withDetail(ErrRefused, "listener %q: unknown status %d", name, status)
 }
 
-// mapErr gives a TCP error the conn's ucxnet addresses; io.EOF stays.
-func (c *Conn) mapErr(err error) error {
+// laneErr unwraps a TCP error from its *net.OpError; io.EOF and nil stay.
+// A connection that ended abnormally, or that the kernel gave up on, is
+// ErrReset, as on the UCX lane.
+func laneErr(err error) error {
+	if err == lane.ErrAbnormal {
+		return withDetail(ErrReset, "%v", lane.ErrAbnormal)
+	}
 	var op *net.OpError
 	if err == nil || err == io.EOF || !errors.As(err, &op) {
 		return err
@@ -234,66 +240,55 @@ func (c *Conn) mapErr(err error) error {
 			// or answered by an ICMP unreachable once the link is down):
 			// a dead peer, ECONNRESET as on the UCX lane, not a timeout
 			// that net.Error.Timeout would take for a deadline.
-			inner = withDetail(ErrReset, "peer unreachable (kernel tcp: %v)", errno)
-			break
+			return withDetail(ErrReset, "peer unreachable (kernel tcp: %v)", errno)
 		}
 	}
-	return &net.OpError{Op: op.Op, Net: Network, Source: c.laddr, Addr: c.raddr, Err: inner}
+	return inner
 }
 
 // laneRead reads from c's TCP conn.
 func (c *Conn) laneRead(b []byte) (int, error) {
 	n, err := c.lane.Read(b)
 	c.cnt.bytesIn.Add(uint64(n))
-	return n, c.laneErr("read", err)
+	return n, laneErr(err)
 }
 
 // laneWrite writes to c's TCP conn.
 func (c *Conn) laneWrite(b []byte) (int, error) {
 	n, err := c.lane.Write(b)
 	c.cnt.bytesOut.Add(uint64(n))
-	return n, c.laneErr("write", err)
-}
-
-// laneErr maps a lane error: a connection that ended abnormally is
-// ECONNRESET, as on the UCX lane.
-func (c *Conn) laneErr(op string, err error) error {
-	if err == lane.ErrAbnormal {
-		return c.opErr(op, withDetail(ErrReset, "%v", lane.ErrAbnormal))
-	}
-	return c.mapErr(err)
+	return n, laneErr(err)
 }
 
 func (c *Conn) laneClose() error {
 	c.t.lanes.remove(c)
-	return c.mapErr(c.lane.TC.Close())
+	return laneErr(c.lane.TC.Close())
 }
 
-// ReadFrom copies r to the conn until EOF. On the TCP lane it is
-// (*net.TCPConn).ReadFrom, so io.Copy from a file or socket keeps
-// sendfile and splice; on the UCX lane, a plain copy.
-func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
-	if c.lane != nil {
-		n, err := c.lane.TC.ReadFrom(r)
-		c.cnt.bytesOut.Add(uint64(n))
-		return n, c.mapErr(err)
-	}
-	return io.Copy(writerOnly{c}, r)
+// OnLane reports whether the stream runs on the kernel-TCP lane, whose
+// deadlines are the lane conn's own (SetLaneDeadline), and whose ReadFrom
+// and WriteTo splice.
+func (c *Conn) OnLane() bool { return c.lane != nil }
+
+// SetLaneDeadline sets the lane conn's deadline: which is "read", "write"
+// or "" (both).
+func (c *Conn) SetLaneDeadline(which string, t time.Time) error {
+	return laneErr(c.lane.SetDeadline(which, t))
 }
 
-// WriteTo copies the conn to w until EOF. On the TCP lane it is
-// (*net.TCPConn).WriteTo (splice to a socket or pipe); on the UCX lane, a
-// plain copy.
-func (c *Conn) WriteTo(w io.Writer) (int64, error) {
-	if c.lane != nil {
-		n, err := c.lane.TC.WriteTo(w)
-		c.cnt.bytesIn.Add(uint64(n))
-		return n, c.mapErr(err)
-	}
-	return io.Copy(w, readerOnly{c})
+// LaneReadFrom copies r to the lane conn until EOF with
+// (*net.TCPConn).ReadFrom, so that io.Copy from a file or socket keeps
+// sendfile and splice.
+func (c *Conn) LaneReadFrom(r io.Reader) (int64, error) {
+	n, err := c.lane.TC.ReadFrom(r)
+	c.cnt.bytesOut.Add(uint64(n))
+	return n, laneErr(err)
 }
 
-// writerOnly and readerOnly hide a Conn's ReadFrom and WriteTo from
-// io.Copy (which would call them back).
-type writerOnly struct{ io.Writer }
-type readerOnly struct{ io.Reader }
+// LaneWriteTo copies the lane conn to w until EOF with
+// (*net.TCPConn).WriteTo (splice to a socket or pipe).
+func (c *Conn) LaneWriteTo(w io.Writer) (int64, error) {
+	n, err := c.lane.TC.WriteTo(w)
+	c.cnt.bytesIn.Add(uint64(n))
+	return n, laneErr(err)
+}

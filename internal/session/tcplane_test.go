@@ -42,13 +42,13 @@ func TestTCPLaneEcho(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	name, why := c.(*Conn).Lane()
+	name, why := c.(*testConn).Lane()
 	require.Equal(t, LaneTCP, name)
 	require.Equal(t, lane.ReasonForcedConfig, why)
-	name, why = s.(*Conn).Lane()
+	name, why = s.(*testConn).Lane()
 	require.Equal(t, LaneTCP, name)
 	require.Equal(t, reasonAcceptedTCP, why)
-	require.Equal(t, []string{"tcp(kernel)"}, c.(*Conn).Transports())
+	require.Equal(t, []string{"tcp(kernel)"}, c.(*testConn).Transports())
 	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
 	require.NoError(t, err)
 	require.Equal(t, p.ln.Addr().String(), host)
@@ -86,7 +86,7 @@ func TestTCPLaneErrors(t *testing.T) {
 	require.Equal(t, c.RemoteAddr(), op.Addr)
 	require.NoError(t, c.SetReadDeadline(time.Time{}))
 
-	require.NoError(t, s.(*Conn).CloseWrite())
+	require.NoError(t, s.(*testConn).CloseWrite())
 	_, err = c.Read(make([]byte, 1))
 	require.Equal(t, io.EOF, err)
 	_, err = s.Write([]byte("x"))
@@ -97,7 +97,7 @@ func TestTCPLaneErrors(t *testing.T) {
 
 	// SetLinger(0): Close resets; the closed conn says net.ErrClosed.
 	c, s = p.conns(t)
-	require.NoError(t, s.(*Conn).SetLinger(0))
+	require.NoError(t, s.(*testConn).SetLinger(0))
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, s.Close(), net.ErrClosed)
 	_, err = s.Read(make([]byte, 1))
@@ -223,7 +223,7 @@ func TestTCPLaneCopyFastPath(t *testing.T) {
 			p := newPair(t, cfg)
 			c, s := p.conns(t)
 			defer s.Close()
-			name, _ := c.(*Conn).Lane()
+			name, _ := c.(*testConn).Lane()
 			require.Equal(t, cfg.Lane, name)
 			f, err := os.Open(path)
 			require.NoError(t, err)
@@ -395,7 +395,7 @@ func TestTCPLaneMetaFull(t *testing.T) {
 	ln, err := lc.Listen(t.Context(), Network, "")
 	require.NoError(t, err)
 	defer ln.Close()
-	require.Nil(t, ln.(*Listener).tcp)
+	require.Nil(t, ln.tcp)
 	e, err := tr.reg.Resolve(t.Context(), ln.Addr().String())
 	require.NoError(t, err)
 	require.NotContains(t, e.Meta, MetaTCP)
@@ -406,7 +406,7 @@ func TestTCPLaneMetaFull(t *testing.T) {
 	defer ln2.Close()
 	e, err = tr.reg.Resolve(t.Context(), ln2.Addr().String())
 	require.NoError(t, err)
-	if ln2.(*Listener).tcp != nil {
+	if ln2.tcp != nil {
 		require.NotEqual(t, "10.9.9.9:1", e.Meta[MetaTCP])
 	}
 }

@@ -5,6 +5,7 @@ package session
 // application.
 
 import (
+	"github.com/ucxnet/ucxnet/internal/deadline"
 	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
@@ -60,7 +61,7 @@ func (c *Conn) terminateLocked(err error, pol EndPolicy) (rst bool) {
 	if c.werr == nil {
 		c.werr = err
 	}
-	if !isClosedChan(c.failedCh) {
+	if !deadline.Closed(c.failedCh) {
 		close(c.failedCh)
 	}
 	broadcast(&c.rcond, c.rwait)

@@ -32,7 +32,7 @@ func TestDefaultWorkers(t *testing.T) {
 // placement says, for the conns of a pair dialed from client to server,
 // which worker carries each at either end, and requires each to be bound
 // to a peer of its own shard whose address is the other end's worker.
-func placement(t *testing.T, client, server []*Conn) (cs, ss []int) {
+func placement(t *testing.T, client, server []*testConn) (cs, ss []int) {
 	t.Helper()
 	for i := range client {
 		c, s := client[i], server[i]
@@ -47,7 +47,7 @@ func placement(t *testing.T, client, server []*Conn) (cs, ss []int) {
 
 // dialN makes n conns from d to ln, each carrying a round trip, and
 // returns both ends; the accepted ends echo.
-func dialN(t *testing.T, d *Dialer, ln net.Listener, n int) (client, server []*Conn) {
+func dialN(t *testing.T, d *Dialer, ln net.Listener, n int) (client, server []*testConn) {
 	t.Helper()
 	for range n {
 		acc := make(chan net.Conn, 1)
@@ -65,7 +65,7 @@ func dialN(t *testing.T, d *Dialer, ln net.Listener, n int) (client, server []*C
 		t.Cleanup(func() { c.Close(); s.Close() })
 		go func() { _, _ = io.Copy(s, s) }()
 		echoes(t, c, "ping")
-		client, server = append(client, c.(*Conn)), append(server, s.(*Conn))
+		client, server = append(client, c.(*testConn)), append(server, s.(*testConn))
 	}
 	return client, server
 }

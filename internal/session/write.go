@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ucxnet/ucxnet/internal/deadline"
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
@@ -20,7 +21,7 @@ func (c *Conn) sendWindow(limit uint64) {
 	_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindWindow, ConnID: c.remoteID, Aux: limit})
 }
 
-// Write writes data to the conn. It returns once all of b is committed and
+// Write writes data to the stream. It returns once all of b is committed and
 // nothing holds b any more — taken by UCX inline, copied into C-owned
 // buffers that the send owns until it completes, (over shared memory, for
 // ZeroCopyMin bytes or more) sent straight from b, pinned until UCX reports
@@ -33,9 +34,11 @@ func (c *Conn) sendWindow(limit uint64) {
 // send to the peer (its shared-memory FIFO or socket full: 1 MiB of small
 // writes over shared memory, 8 MiB over TCP, or 32 MiB to all peers of
 // the conn's worker), as a
-// write to a full socket buffer does; the deadline is checked before each
-// part is committed.
-func (c *Conn) Write(b []byte) (int, error) {
+// write to a full socket buffer does, until cancel closes
+// (os.ErrDeadlineExceeded), which is checked before each part is
+// committed. Errors are bare, as Read's. On the kernel-TCP lane cancel is
+// not used (SetLaneDeadline).
+func (c *Conn) Write(b []byte, cancel <-chan struct{}) (int, error) {
 	if c.lane != nil {
 		return c.laneWrite(b)
 	}
@@ -45,7 +48,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 	drained := false // the peer was just drained: send without checking again
 	c.mu.Lock()
 	for {
-		chunk, dl, err := c.writeReady(n, len(b))
+		chunk, err := c.writeReady(n, len(b), cancel)
 		c.mu.Unlock()
 		if err != nil || chunk == 0 {
 			return n, err
@@ -53,12 +56,12 @@ func (c *Conn) Write(b []byte) (int, error) {
 		sp := c.peer.path(c.t)
 		frame := min(c.frame, sp.Frame, sp.PeerLimit(c.peerSegs))
 		small := chunk <= min(frame, coalesceMax)/2
-		sent, err := c.sendChunk(sp, frame, small, !drained, b[n:n+chunk])
+		sent, err := c.sendChunk(sp, frame, small, !drained, b[n:n+chunk], cancel)
 		drained = false
 		if err == errBackedUp {
-			if err := c.drainPeer(dl); err != nil {
+			if err := c.drainPeer(cancel); err != nil {
 				if err == os.ErrDeadlineExceeded || err == net.ErrClosed {
-					return n, c.opErr("write", err)
+					return n, err
 				}
 				c.mu.Lock()
 				if c.werr == nil {
@@ -86,14 +89,13 @@ func (c *Conn) Write(b []byte) (int, error) {
 
 // writeReady waits until a write of total bytes, n of them committed, may
 // send more: it returns the part of the rest that the peer's receive window
-// allows, and the write deadline's channel. It returns 0 and a nil error
-// once n is total, and the error the write returns once it cannot go on
-// (conn closed or failed, write side shut, deadline passed). Called, and
-// returns, with c.mu held.
-func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error) {
+// allows. It returns 0 and a nil error once n is total, and the error the
+// write returns once it cannot go on (conn closed or failed, write side
+// shut, cancel closed). Called, and returns, with c.mu held.
+func (c *Conn) writeReady(n, total int, cancel <-chan struct{}) (chunk int, err error) {
 	for {
 		if c.state.Closed {
-			return 0, nil, c.opErr("write", net.ErrClosed)
+			return 0, net.ErrClosed
 		}
 		if err := c.out.TakeErr(); err != nil && c.werr == nil {
 			c.mu.Unlock()
@@ -102,23 +104,22 @@ func (c *Conn) writeReady(n, total int) (chunk int, dl chan struct{}, err error)
 			continue
 		}
 		if c.werr != nil {
-			return 0, nil, c.opErr("write", c.werr)
+			return 0, c.werr
 		}
 		if c.state.WShut {
-			return 0, nil, c.opErr("write", ErrWriteAfterShutdown)
+			return 0, ErrWriteAfterShutdown
 		}
-		dl := c.writeDeadline.wait()
-		if isClosedChan(dl) {
-			return 0, nil, c.opErr("write", os.ErrDeadlineExceeded)
+		if deadline.Closed(cancel) {
+			return 0, os.ErrDeadlineExceeded
 		}
 		if n == total {
-			return 0, dl, nil
+			return 0, nil
 		}
 		avail := c.swin.Available()
 		if avail > 0 {
-			return min(avail, total-n), dl, nil
+			return min(avail, total-n), nil
 		}
-		c.waitLocked(c.wcond, &c.wwait, dl)
+		c.waitLocked(c.wcond, &c.wwait, cancel)
 	}
 }
 
@@ -153,8 +154,8 @@ func (c *Conn) backedUp(sp SendPath, small bool, bl uint64) bool {
 // frames of at most frame bytes: zero-copy, into the conn's open frame
 // (small), or copied by UCX. It returns the bytes committed, or
 // errBackedUp (gate: checked first) when the peer must drain first.
-// Called with c.wmu held.
-func (c *Conn) sendChunk(sp SendPath, frame int, small, gate bool, p []byte) (sent int, err error) {
+// cancel is the Write's. Called with c.wmu held.
+func (c *Conn) sendChunk(sp SendPath, frame int, small, gate bool, p []byte, cancel <-chan struct{}) (sent int, err error) {
 	c.dataHdr = stream.Header{Kind: stream.KindData, ConnID: c.remoteID}.Bytes()
 	hb := c.dataHdr[:]
 	zeroCopy := sp.ZeroCopy && len(p) >= ZeroCopyMin
@@ -166,7 +167,7 @@ func (c *Conn) sendChunk(sp SendPath, frame int, small, gate bool, p []byte) (se
 		return 0, errBackedUp
 	}
 	if zeroCopy {
-		sent, err = c.sendZeroCopy(hb, p, frame)
+		sent, err = c.sendZeroCopy(hb, p, frame, cancel)
 		c.framesSent(sent, frame)
 		return sent, err
 	}
@@ -239,7 +240,7 @@ func (c *Conn) backlog() (n uint64) {
 }
 
 // drainPeer waits until UCX has finished every send to c's peer (a flush),
-// the write deadline dl passes (os.ErrDeadlineExceeded), c is closed
+// the Write's cancel closes (os.ErrDeadlineExceeded), c is closed
 // (net.ErrClosed) or c fails or is reset meanwhile (the error its Writes
 // now return): a flush of a peer that died may never finish. Called with
 // c.wmu held.
@@ -263,9 +264,9 @@ func (c *Conn) drainPeer(dl <-chan struct{}) error {
 // sendZeroCopy sends p as frames straight from p's memory and waits until
 // UCX is done with it: p is pinned meanwhile, and Write's caller may reuse
 // it as soon as Write returns. If the send fails, none of p counts as
-// sent: the conn is broken, and some of p may not have gone out. Called
-// with c.wmu held.
-func (c *Conn) sendZeroCopy(hdr, p []byte, frame int) (sent int, err error) {
+// sent: the conn is broken, and some of p may not have gone out. cancel
+// is the Write's. Called with c.wmu held.
+func (c *Conn) sendZeroCopy(hdr, p []byte, frame int, cancel <-chan struct{}) (sent int, err error) {
 	var pin runtime.Pinner
 	pin.Pin(&p[0])
 	defer pin.Unpin()
@@ -276,7 +277,7 @@ func (c *Conn) sendZeroCopy(hdr, p []byte, frame int) (sent int, err error) {
 		c.t.forgetOp(token)
 		return sent, err
 	}
-	if st := c.waitZeroCopy(done); st != nil {
+	if st := c.waitZeroCopy(done, cancel); st != nil {
 		if err == nil {
 			err = st
 		}
@@ -286,8 +287,8 @@ func (c *Conn) sendZeroCopy(hdr, p []byte, frame int) (sent int, err error) {
 }
 
 // zeroCopyGrace is how long a zero-copy send may stay unfinished after the
-// write deadline passed or the conn was closed before the peer is taken
-// for hung.
+// Write's cancel channel closed (its deadline passed) or the conn was
+// closed before the peer is taken for hung.
 const zeroCopyGrace = 2 * time.Second
 
 // waitZeroCopy waits until UCX has finished a zero-copy send. UCX finishes
@@ -295,36 +296,23 @@ const zeroCopyGrace = 2 * time.Second
 // progress engine must drain the transport, and a dead peer fails the
 // send — so the data is committed and the wait normally takes
 // microseconds, whatever the deadline. But a peer process that is stopped
-// or hung neither drains nor fails: once the write deadline has passed (or
-// the conn is closed) and zeroCopyGrace more has gone by, its endpoint is
+// or hung neither drains nor fails: once cancel has closed (or the conn is
+// closed) and zeroCopyGrace more has gone by, its endpoint is
 // force-closed, which cancels the send (UCX never reads the writer's
 // memory again) and resets every conn to that peer.
-func (c *Conn) waitZeroCopy(done <-chan error) error {
-	var grace <-chan time.Time
-	closed := c.closedCh
-	for {
-		var dl chan struct{}
-		if grace == nil {
-			dl = c.writeDeadline.wait()
-		}
-		select {
-		case st := <-done:
-			return st
-		case <-dl:
-		case <-closed:
-		case <-grace:
-			if !isClosedChan(c.closedCh) && !c.writeDeadline.expired() {
-				grace = nil // the deadline was moved on: wait for it again
-				closed = c.closedCh
-				continue
-			}
-			c.t.stats.stalledPeers.Add(1)
-			c.t.failPeer(c.peer, fmt.Sprintf("it did not drain a send for %v past the write deadline or close", zeroCopyGrace))
-			return <-done
-		}
-		if grace == nil && (isClosedChan(dl) || isClosedChan(closed)) {
-			grace = time.After(zeroCopyGrace)
-			closed = nil
-		}
+func (c *Conn) waitZeroCopy(done <-chan error, cancel <-chan struct{}) error {
+	select {
+	case st := <-done:
+		return st
+	case <-cancel:
+	case <-c.closedCh:
+	}
+	select {
+	case st := <-done:
+		return st
+	case <-time.After(zeroCopyGrace):
+		c.t.stats.stalledPeers.Add(1)
+		c.t.failPeer(c.peer, fmt.Sprintf("it did not drain a send for %v past the write deadline or close", zeroCopyGrace))
+		return <-done
 	}
 }

@@ -1,0 +1,107 @@
+package session
+
+// The session's tests reach its streams through this minimal face, as
+// applications reach them through ucxnet's: net.Conn with deadlines (the
+// deadline package) and *net.OpError, net.Listener, and the Dialer's and
+// the package's Dial and Listen.
+
+import (
+	"context"
+	"io"
+	"net"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/deadline"
+)
+
+// testConn is a stream as a net.Conn.
+type testConn struct {
+	*Conn
+	rd, wd deadline.Deadline
+}
+
+func wrap(c *Conn) *testConn {
+	return &testConn{Conn: c, rd: deadline.Make(), wd: deadline.Make()}
+}
+
+func (c *testConn) opErr(op string, err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	return &net.OpError{Op: op, Net: Network, Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
+
+func (c *testConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b, c.rd.Wait())
+	return n, c.opErr("read", err)
+}
+
+func (c *testConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b, c.wd.Wait())
+	return n, c.opErr("write", err)
+}
+
+func (c *testConn) Close() error      { return c.opErr("close", c.Conn.Close()) }
+func (c *testConn) CloseWrite() error { return c.opErr("close", c.Conn.CloseWrite()) }
+func (c *testConn) SetLinger(sec int) error {
+	return c.opErr("set", c.Conn.SetLinger(sec))
+}
+
+func (c *testConn) setDeadline(which string, t time.Time) error {
+	if c.OnLane() {
+		return c.opErr("set", c.SetLaneDeadline(which, t))
+	}
+	if c.Closed() {
+		return c.opErr("set", net.ErrClosed)
+	}
+	if which != "write" {
+		c.rd.Set(t)
+	}
+	if which != "read" {
+		c.wd.Set(t)
+	}
+	return nil
+}
+
+func (c *testConn) SetDeadline(t time.Time) error      { return c.setDeadline("", t) }
+func (c *testConn) SetReadDeadline(t time.Time) error  { return c.setDeadline("read", t) }
+func (c *testConn) SetWriteDeadline(t time.Time) error { return c.setDeadline("write", t) }
+
+// Accept is AcceptStream as net.Listener's.
+func (l *Listener) Accept() (net.Conn, error) {
+	c, err := l.AcceptStream()
+	if err != nil {
+		return nil, err
+	}
+	return wrap(c), nil
+}
+
+// Dial is DialStream as a net.Conn.
+func (d *Dialer) Dial(network, address string) (net.Conn, error) {
+	return d.DialContext(context.Background(), network, address)
+}
+
+// DialContext is DialStream as a net.Conn.
+func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := d.DialStream(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(c), nil
+}
+
+// Dial dials on the default transport.
+func Dial(network, address string) (net.Conn, error) {
+	var d Dialer
+	return d.Dial(network, address)
+}
+
+// Listen listens on the default transport.
+func Listen(network, name string) (net.Listener, error) {
+	var lc ListenConfig
+	l, err := lc.Listen(context.Background(), network, name)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
