@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -111,57 +110,6 @@ func (p *pair) conns(t testing.TB) (client, server net.Conn) {
 	return client, r.c
 }
 
-func TestEcho(t *testing.T) { forEachEngine(t, Config{}, testEcho) }
-
-func testEcho(t *testing.T, p *pair) {
-	c, s := p.conns(t)
-	defer c.Close()
-	defer s.Close()
-	go io.Copy(s, s)
-	for _, n := range []int{1, 100, 8 << 10, 100 << 10, 3 << 20} {
-		msg := make([]byte, n)
-		rand.Read(msg)
-		go func() { c.Write(msg) }()
-		got := make([]byte, n)
-		_, err := io.ReadFull(c, got)
-		require.NoError(t, err)
-		require.True(t, bytes.Equal(msg, got), "size %d", n)
-	}
-	require.Equal(t, Network, c.LocalAddr().Network())
-	require.NotNil(t, c.RemoteAddr())
-	t.Logf("transports: %v", c.(*testConn).Transports())
-}
-
-func TestCloseDeliversThenEOF(t *testing.T) {
-	forEachEngine(t, Config{Window: 64 << 10}, testCloseDeliversThenEOF)
-}
-
-func testCloseDeliversThenEOF(t *testing.T, p *pair) {
-	c, s := p.conns(t)
-	msg := make([]byte, 1<<20)
-	rand.Read(msg)
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Write(msg)
-		if err == nil {
-			err = c.Close()
-		}
-		done <- err
-	}()
-	got, err := io.ReadAll(s)
-	require.NoError(t, err)
-	require.True(t, bytes.Equal(msg, got))
-	require.NoError(t, <-done)
-	s.Close()
-}
-
-func TestRefused(t *testing.T) {
-	forEachEngine(t, Config{}, func(t *testing.T, p *pair) {
-		_, err := p.dialer.Dial(Network, "nobody-listens-here")
-		requirePromptRefusal(t, err)
-	})
-}
-
 // requirePromptRefusal checks that a dial was refused for a cause found at
 // once (no listener, a dead peer, a refusal), not given up on: a
 // *net.OpError matching ECONNREFUSED that is no timeout, and not the
@@ -175,18 +123,6 @@ func requirePromptRefusal(t *testing.T, err error) {
 	require.ErrorAs(t, err, &op)
 	require.False(t, op.Timeout(), "a timeout, not a refusal: %v", err)
 	require.NotContains(t, err.Error(), "no answer", "the dial waited for an answer that never came")
-}
-
-func TestDeadline(t *testing.T) { forEachEngine(t, Config{}, testDeadline) }
-
-func testDeadline(t *testing.T, p *pair) {
-	c, s := p.conns(t)
-	defer c.Close()
-	defer s.Close()
-	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	_, err := c.Read(make([]byte, 10))
-	require.True(t, errors.Is(err, os.ErrDeadlineExceeded))
-	require.True(t, err.(net.Error).Timeout())
 }
 
 // TestNetTest runs x/net/nettest's conformance suite over both engines.

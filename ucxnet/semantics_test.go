@@ -1,4 +1,4 @@
-package session
+package ucxnet
 
 import (
 	"bytes"
@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/ucxnet/ucxnet/registry"
 )
 
 // A reader that stops reading bounds what is buffered for it; the writer
@@ -32,11 +30,8 @@ func TestFlowControlBlocksWriter(t *testing.T) {
 		require.LessOrEqual(t, n, window, "wrote past the receive window")
 		require.Greater(t, n, 0)
 
-		buffered := s.(*testConn)
-		buffered.mu.Lock()
-		held := buffered.in.Buffered()
-		buffered.mu.Unlock()
-		require.LessOrEqual(t, held, window)
+		held := s.(*Conn).Stats().Unread
+		require.LessOrEqual(t, held, uint64(window))
 
 		// The timeout is not fatal: reading frees the window and writes go on.
 		c.SetWriteDeadline(time.Time{})
@@ -59,7 +54,7 @@ func TestCloseWriteHalfClose(t *testing.T) {
 		defer s.Close()
 		_, err := c.Write([]byte("request"))
 		require.NoError(t, err)
-		require.NoError(t, c.(*testConn).CloseWrite())
+		require.NoError(t, c.(*Conn).CloseWrite())
 		got, err := io.ReadAll(s)
 		require.NoError(t, err)
 		require.Equal(t, "request", string(got))
@@ -81,12 +76,7 @@ func TestCloseWithUnreadDataResetsPeer(t *testing.T) {
 		defer c.Close()
 		_, err := c.Write([]byte("never read"))
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
-			sc := s.(*testConn)
-			sc.mu.Lock()
-			defer sc.mu.Unlock()
-			return sc.in.Ready()
-		}, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return s.(*Conn).Stats().Unread > 0 }, 5*time.Second, time.Millisecond)
 		require.NoError(t, s.Close())
 		_, err = c.Read(make([]byte, 10))
 		require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
@@ -266,12 +256,8 @@ func TestTinyWritesCoalesce(t *testing.T) {
 			_, err := c.Write([]byte{byte(i)})
 			require.NoError(t, err)
 		}
-		sc := s.(*testConn)
-		require.Eventually(t, func() bool {
-			sc.mu.Lock()
-			defer sc.mu.Unlock()
-			return sc.in.Buffered() == n
-		}, 10*time.Second, time.Millisecond)
+		sc := s.(*Conn)
+		require.Eventually(t, func() bool { return sc.Stats().Unread == n }, 10*time.Second, time.Millisecond)
 		got := make([]byte, n)
 		_, err := io.ReadFull(s, got)
 		require.NoError(t, err)
@@ -288,7 +274,7 @@ func TestSetLingerZeroResets(t *testing.T) {
 		defer s.Close()
 		_, err := c.Write([]byte("partial response"))
 		require.NoError(t, err)
-		require.NoError(t, c.(*testConn).SetLinger(0))
+		require.NoError(t, c.(*Conn).SetLinger(0))
 		require.NoError(t, c.Close())
 		s.SetReadDeadline(time.Now().Add(5 * time.Second))
 		for {
@@ -299,30 +285,4 @@ func TestSetLingerZeroResets(t *testing.T) {
 		}
 		require.True(t, errors.Is(err, syscall.ECONNRESET), "%v", err)
 	})
-}
-
-// A dial to a listener that never answers (its process is stopped) times
-// out with a net.Error whose Timeout() is true, from the Dialer's Timeout
-// (not before it).
-func TestDialTimeoutSilentPeer(t *testing.T) {
-	p := newPair(t, Config{})
-	// A raw peer that publishes a name but never answers CONNECT.
-	raw := newRawPeer(t, p.server)
-	e := registryEntry(t, "silent", raw.eng.Address())
-	require.NoError(t, p.client.Registry().Register(context.Background(), e))
-	d := Dialer{Transport: p.client, Timeout: 300 * time.Millisecond}
-	start := time.Now()
-	_, err := d.Dial(Network, "silent")
-	require.Error(t, err)
-	var ne net.Error
-	require.ErrorAs(t, err, &ne)
-	require.True(t, ne.Timeout(), "%v", err)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.GreaterOrEqual(t, time.Since(start), d.Timeout)
-}
-
-func registryEntry(t *testing.T, name string, addr []byte) registry.Entry {
-	t.Helper()
-	pid, start, host := registry.CurrentProcess()
-	return registry.Entry{Name: name, Address: addr, PID: pid, StartTime: start, Host: host}
 }
