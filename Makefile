@@ -38,15 +38,16 @@ vet: deps
 ## included) for darwin (internal/cucx's stub, which returns cucx.ErrUnsupported), and the
 ## tests that need no UCX pass without cgo: the stub's, the framing's, the pure internal packages',
 ## the conn core's (internal/session: its conn tests over the in-memory engine,
-## nettest included, and the kernel-TCP lane's; tests that need UCX skip),
-## ucxnet's and the source-shape
+## nettest through a test face included, and the kernel-TCP lane's; tests
+## that need UCX skip), the face's (ucxnet: the public-API suites, nettest
+## included, over the in-memory engine), internal/deadline's and the source-shape
 ## check's (internal/srcsize: every module's file and function sizes, the
-## CLI's imports). Needs no UCX.
+## CLI's imports, ucxnet's size and imports). Needs no UCX.
 check-builds:
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) vet ./...
 	GOOS=darwin $(GO) vet ./...
-	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/ ./internal/stream/ ./internal/engine/... ./internal/auth/ ./internal/cloexec/ ./internal/procstat/ ./internal/smfifo/ ./internal/statsock/ ./internal/ucxconf/ ./internal/srcsize/ ./internal/lane/ ./internal/session/ ./ucxnet/
+	CGO_ENABLED=0 $(GO) test -count=1 ./internal/cucx/ ./internal/stream/ ./internal/engine/... ./internal/auth/ ./internal/cloexec/ ./internal/procstat/ ./internal/smfifo/ ./internal/statsock/ ./internal/ucxconf/ ./internal/srcsize/ ./internal/lane/ ./internal/deadline/ ./internal/session/ ./ucxnet/
 
 ## test: deps, the suite with -race under UCX_TLS=tcp and UCX_TLS=sm
 ## (test-passes) and, beside it, the no-cgo/darwin builds, go vet and a

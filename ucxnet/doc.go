@@ -35,4 +35,9 @@
 // Unix socket (Config.StatsDir), PublishExpvar publishes them as expvar,
 // and Config.Logger records the rare events (peer failures, refused
 // handshakes, dropped frames) to a log/slog logger.
+//
+// The package is a thin face: Conn, Listener, Dialer and Transport block,
+// keep deadlines and report *net.OpError over the streams of ucxnet's
+// conn core, an internal package that does the protocol; when the package
+// is initialised it hands that core the UCX progress engine.
 package ucxnet

@@ -71,9 +71,6 @@ func (d *Deadline) Wait() chan struct{} {
 	return d.cancel
 }
 
-// Expired reports whether the deadline has passed.
-func (d *Deadline) Expired() bool { return Closed(d.Wait()) }
-
 // Closed reports whether c is closed.
 func Closed(c <-chan struct{}) bool {
 	select {

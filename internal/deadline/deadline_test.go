@@ -10,20 +10,20 @@ import (
 // that a deadline in the future is not expired yet.
 func TestDeadline(t *testing.T) {
 	d := Make()
-	if d.Expired() {
+	if Closed(d.Wait()) {
 		t.Fatal("a deadline not set is expired")
 	}
 	d.Set(time.Unix(1, 0))
-	if !d.Expired() {
+	if !Closed(d.Wait()) {
 		t.Fatal("a deadline in the past is not expired")
 	}
 	d.Set(time.Now().Add(time.Hour))
-	if d.Expired() {
+	if Closed(d.Wait()) {
 		t.Fatal("a deadline moved an hour ahead is expired")
 	}
 	d.Set(time.Unix(1, 0))
 	d.Set(time.Time{})
-	if d.Expired() {
+	if Closed(d.Wait()) {
 		t.Fatal("a cleared deadline is expired")
 	}
 	d.Set(time.Now().Add(time.Millisecond))

@@ -153,8 +153,8 @@ func broadcast(ch *chan struct{}, waiting int) {
 }
 
 // waitLocked waits for a broadcast on cond (counted in *waiting), for the
-// deadline channel dl or for c's close. c.mu is held, and released while
-// it waits.
+// cancel channel dl (a Read's or Write's) or for c's close. c.mu is held,
+// and released while it waits.
 func (c *Conn) waitLocked(cond chan struct{}, waiting *int, dl <-chan struct{}) {
 	heldMu(&c.mu, "waitLocked needs Conn.mu")
 	*waiting++

@@ -1,9 +1,12 @@
 // Package session is ucxnet's conn core in pure Go: the Transport, its
-// conns, listeners and dialer, the protocol they speak over the engines
-// (internal/engine) and the kernel-TCP lane (internal/lane), and the
-// owned types they are built from. Package ucxnet is the face that
-// applications see; for now it names this package's Transport, Conn,
-// Listener, Dialer and the rest as its own (type aliases).
+// streams (Conn), listeners and dialer, the protocol they speak over the
+// engines (internal/engine) and the kernel-TCP lane (internal/lane), and
+// the owned types they are built from. Package ucxnet is the face that
+// applications see: its Conn, Listener, ListenConfig, Dialer and
+// Transport hold this package's and add what net.Conn and net.Listener
+// promise (blocking with deadlines, *net.OpError); its data types
+// (Config, Stats, ConnStats, Snapshot, Addr...), constants and error
+// values are this package's under ucxnet's names.
 //
 // The session imports no cgo package: not the UCX binding (internal/cucx)
 // nor the progress engine (internal/progress), and not ucxnet
@@ -30,10 +33,20 @@
 //     completes the send: only the session knows when that is, so the
 //     wait for it belongs to the session, not to the face.
 //
-// The conn core (the Conn's Read, Write and state machine, the conn and
+// The face calls a stream's Read(b, cancel) and Write(b, cancel) with its
+// deadlines' channels (internal/deadline), and Close, CloseWrite,
+// SetLinger, Stats, Lane and Transports; on the kernel-TCP lane, whose
+// conn has kernel deadlines, SetLaneDeadline, LaneReadFrom and
+// LaneWriteTo (sendfile and splice) instead of the cancel channels. The
+// stream's errors are bare; ucxnet wraps them in *net.OpError with the
+// stream's addresses. Listener.AcceptStream and Dialer.DialStream hand the
+// face streams; their own errors (listen, dial, accept) are *net.OpError
+// already. The session's tests reach streams through a test face
+// (face_test.go) that does what ucxnet's does.
+//
+// The conn core (the stream's Read, Write and state machine, the conn and
 // peer tables, dispatch and the handshake) is here, built from the owned
-// types below; the Conn also keeps its own deadlines and wraps its errors
-// in *net.OpError, which the face is to do.
+// types below.
 //
 // # The owned types
 //

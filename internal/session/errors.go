@@ -6,8 +6,9 @@ import (
 	"syscall"
 )
 
-// Errors a conn or dial can report, each wrapped in a *net.OpError. Test
-// for them with errors.Is, as with the standard library's conns:
+// Errors a stream or dial can report: a stream returns them bare (ucxnet's
+// Conn wraps them in a *net.OpError), a dial wrapped in one. Test for them
+// with errors.Is, as with the standard library's conns:
 // errors.Is(err, syscall.ECONNREFUSED) and so on.
 var (
 	// ErrRefused means the dialed name has no live listener, or the listener

@@ -190,7 +190,7 @@ func TestAttackAcceptAddressHelper(t *testing.T) {
 				pr, from := bound(k)
 				p.client.mu.RLock()
 				for _, c := range pr.conns {
-					require.Contains(t, honest, c, "the impostor's conn is on the claimed peer")
+					require.True(t, slices.ContainsFunc(honest, func(h *testConn) bool { return h.Conn == c }), "the impostor's conn is on the claimed peer")
 				}
 				p.client.mu.RUnlock()
 				require.Equal(t, from, pr.from, "the claimed peer's From changed")

@@ -1,10 +1,12 @@
 package srcsize
 
 import (
+	"bytes"
 	"go/ast"
 	"go/build/constraint"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -42,6 +44,34 @@ func TestUCXNetImportsProgressOnce(t *testing.T) {
 	}
 	if len(importers) != 1 || importers[0] != ucxnetEngineFile {
 		t.Errorf("ucxnet files importing internal/progress: %v; only %s may (it adapts the engine for the rest)", importers, ucxnetEngineFile)
+	}
+}
+
+// ucxnetMaxLines bounds package ucxnet's non-test files together: it is
+// the face over the session (blocking, deadlines, *net.OpError, the
+// wiring), not a second conn core.
+const ucxnetMaxLines = 1500
+
+// Package ucxnet's non-test files total at most ucxnetMaxLines lines.
+func TestUCXNetSize(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "ucxnet")
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	total := 0
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += bytes.Count(b, []byte("\n"))
+	}
+	if total > ucxnetMaxLines {
+		t.Errorf("package ucxnet's non-test files have %d lines, over %d: the conn core belongs in internal/session", total, ucxnetMaxLines)
 	}
 }
 
