@@ -20,12 +20,13 @@
 // # The face and the session
 //
 // The split follows gVisor's gonet, whose TCPConn is a thin blocking face
-// over an endpoint that does the protocol. The session's streams are to
-// do the protocol and block: a stream's Read and Write wait on its own
+// over an endpoint that does the protocol. The session's streams do the
+// protocol and block: a stream's Read and Write wait on its own
 // condition, on a cancel channel the face passes in (a deadline's channel)
 // and on the stream's close, and return bare errors; the face owns
-// deadlines and wraps errors in *net.OpError. A stream blocks itself, rather than
-// offering non-blocking calls and readiness channels, for two reasons:
+// deadlines and wraps errors in *net.OpError. A stream blocks itself,
+// rather than offering non-blocking calls and readiness channels, for two
+// reasons:
 //   - a blocked Read is woken once, by the frame that readies it; a
 //     readiness channel would add a second wake-up per Read on the hot
 //     path;
