@@ -45,7 +45,7 @@ func testLsDemo(t *testing.T, lane string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	demo := binCommand(ctx, t, reg, "demo", "--rr", "10", "--download", "1", "--echo", "1", "--hold", "2m")
-	var out bytes.Buffer
+	var out lockedBuffer
 	demo.Stdout, demo.Stderr = &out, &out
 	if err := demo.Start(); err != nil {
 		t.Fatal(err)
@@ -57,8 +57,17 @@ func testLsDemo(t *testing.T, lane string) {
 		}
 	}()
 
+	// Once the demo holds, its conns are established (before, ls may see
+	// the client's first dial still waiting for its ACCEPT, with no conn
+	// id for its remote end yet) and idle.
+	deadline := time.Now().Add(90 * time.Second)
+	for !strings.Contains(out.String(), "holding both processes") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo did not reach its hold:\n%s", out.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	var snaps []ucxnet.Snapshot
-	deadline := time.Now().Add(60 * time.Second)
 	for {
 		r := runBin(t, reg, nil, 20*time.Second, "ls", "--json")
 		snaps = nil
@@ -93,8 +102,14 @@ func testLsDemo(t *testing.T, lane string) {
 	if lane == ucxnet.LaneTCP && (client.Conns[0].Lane != lane || server.Conns[0].Lane != lane) {
 		t.Errorf("conns on lanes %s and %s with %s=%s", client.Conns[0].Lane, server.Conns[0].Lane, ucxnet.EnvLane, lane)
 	}
-	if client.Conns[0].Remote != server.Conns[0].Local {
-		t.Errorf("client conn's remote %s is not the server conn's local %s", client.Conns[0].Remote, server.Conns[0].Local)
+	var peerConn *ucxnet.ConnStats // the server's end of the client's oldest conn
+	for i, c := range server.Conns {
+		if c.Local == client.Conns[0].Remote {
+			peerConn = &server.Conns[i]
+		}
+	}
+	if peerConn == nil {
+		t.Fatalf("the client conn's remote %s is no server conn's local: %+v", client.Conns[0].Remote, server.Conns)
 	}
 
 	for _, cmd := range []string{"ls", "ss"} {
@@ -105,7 +120,7 @@ func testLsDemo(t *testing.T, lane string) {
 		for _, want := range []string{
 			fmt.Sprintf("pid %d ", server.PID), fmt.Sprintf("pid %d ", client.PID),
 			"listens " + server.Listeners[0], "LANE", client.Conns[0].Lane + " ", client.Conns[0].LaneReason,
-			server.Conns[0].Local,
+			peerConn.Local,
 		} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("%s output lacks %q:\n%s", cmd, want, r.stdout)

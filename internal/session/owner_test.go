@@ -59,9 +59,10 @@ func TestOwnerEngineGoroutine(t *testing.T) {
 	now := time.Now().UnixNano()
 	require.Contains(t, panicOf(func() { p.allowPong(now) }), "running on the wrong goroutine")
 
-	in := make(chan struct{})
+	in, left := make(chan struct{}), make(chan struct{})
 	out := make(chan string)
 	go func() {
+		defer close(left) // after exit: the handler has been left
 		s.owner.enter()
 		defer s.owner.exit()
 		close(in)
@@ -71,6 +72,7 @@ func TestOwnerEngineGoroutine(t *testing.T) {
 	<-in
 	require.Contains(t, <-out, "running on the wrong goroutine")
 	require.Equal(t, "true", <-out)
+	<-left
 	require.Contains(t, panicOf(func() { p.allowPong(now) }), "no goroutine is in the shard's HandleEvents")
 }
 
