@@ -2,13 +2,8 @@ package session
 
 import (
 	"bytes"
-	"context"
 	"io"
-	"log/slog"
 	"net"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,23 +104,6 @@ func TestAddrBracketsColon(t *testing.T) {
 	require.Equal(t, "svc:v2", Addr{Name: "svc:v2"}.String(), "a listener's address is its name")
 }
 
-// Dial accepts a conn's RemoteAddr string (the id is ignored, as a port).
-func TestDialConnAddr(t *testing.T) {
-	forEachEngine(t, Config{}, func(t *testing.T, p *pair) {
-		c, s := p.conns(t)
-		defer c.Close()
-		defer s.Close()
-		go func() {
-			if s2, err := p.ln.Accept(); err == nil {
-				s2.Close()
-			}
-		}()
-		c2, err := p.dialer.Dial(Network, c.RemoteAddr().String())
-		require.NoError(t, err)
-		c2.Close()
-	})
-}
-
 // Conns lists every conn of a transport, on both lanes, and drops them
 // once closed at both ends.
 func TestTransportConns(t *testing.T) {
@@ -155,90 +133,6 @@ func TestTransportConns(t *testing.T) {
 			})
 		})
 	}
-}
-
-// An answered keepalive PING gives the UCX lane's round trip.
-func TestConnStatsRTT(t *testing.T) {
-	p := newPair(t, Config{Lane: LaneUCX, KeepAlive: 400 * time.Millisecond})
-	c, s := p.conns(t)
-	defer c.Close()
-	defer s.Close()
-	require.Eventually(t, func() bool { return c.(*testConn).Stats().RTT > 0 }, 20*time.Second, 10*time.Millisecond,
-		"the idle conn's peer is probed after KeepAlive/2 and answers")
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// Config.Logger records a refused handshake, on both lanes.
-func TestLoggerRefusedHandshake(t *testing.T) {
-	for _, lane := range []string{LaneUCX, LaneTCP} {
-		t.Run(lane, func(t *testing.T) {
-			var buf syncBuffer
-			forEachEngine(t, Config{Lane: lane, Logger: slog.New(slog.NewTextHandler(&buf, nil))}, func(t *testing.T, p *pair) {
-				ln := pskListener(t, p, bytes.Repeat([]byte("k"), MinPSKLen))
-				_, err := p.dialer.Dial(Network, ln.Addr().String())
-				require.Error(t, err, "a dialer without the key")
-				require.Eventually(t, func() bool { return bytes.Contains([]byte(buf.String()), []byte("refused")) }, 10*time.Second, 5*time.Millisecond)
-				require.Contains(t, buf.String(), "level=WARN")
-				require.Contains(t, buf.String(), "transport="+p.server.Name())
-			})
-		})
-	}
-}
-
-// snapshotHandler is a slog.Handler that takes a Snapshot of every
-// transport for each record, as a handler adding stats to its records
-// would.
-type snapshotHandler struct{ records atomic.Int64 }
-
-func (h *snapshotHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *snapshotHandler) Handle(context.Context, slog.Record) error {
-	Snapshots()
-	h.records.Add(1)
-	return nil
-}
-func (h *snapshotHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *snapshotHandler) WithGroup(string) slog.Handler      { return h }
-
-// Config.Logger's handler may call back into the transport: a failed
-// authentication is logged with no conn's lock held. Before, the dialer's
-// "listener did not authenticate" record was logged holding the dialing
-// conn's lock, and a handler reading Conns deadlocked the engine.
-func TestLoggerHandlerMayReadStats(t *testing.T) {
-	h := &snapshotHandler{}
-	forEachEngine(t, Config{Logger: slog.New(h)}, func(t *testing.T, p *pair) {
-		open := pskListener(t, p, nil)
-		d := Dialer{Transport: p.client, PSK: bytes.Repeat([]byte("k"), MinPSKLen), Timeout: 5 * time.Second}
-		done := make(chan error, 1)
-		go func() {
-			_, err := d.Dial(Network, open.Addr().String())
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			require.ErrorIs(t, err, syscall.ECONNREFUSED)
-			require.Contains(t, err.Error(), "did not authenticate")
-		case <-time.After(60 * time.Second): // a hang guard
-			t.Fatal("the dial hung: the engine is stuck in the log handler")
-		}
-		require.NotZero(t, h.records.Load(), "the failure was not logged")
-	})
 }
 
 // A conn's state is named for ConnStats from its phase and which halves

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -96,38 +95,4 @@ func TestRegistryHTTPCrossProcess(t *testing.T) {
 	requirePromptRefusal(t, err)
 	require.Contains(t, err.Error(), ts.URL)
 	require.Equal(t, 0, srv.Len())
-}
-
-// Transport.Close closes the registry NewTransport opened from the
-// environment: with an HTTP registry (whose lease keepers and idle
-// connections are goroutines) nothing is left running afterwards.
-func TestTransportClosesItsRegistry(t *testing.T) {
-	const token = "transport-close-token"
-	srv := registry.NewServer(registry.ServerConfig{Token: token, SweepInterval: 100 * time.Millisecond})
-	defer srv.Close()
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	t.Setenv(registry.EnvRegistry, ts.URL)
-	t.Setenv(registry.EnvRegistryToken, token)
-	before := goleak.IgnoreCurrent()
-
-	tr, err := newUCXTransport(Config{})
-	require.NoError(t, err)
-	_, isHTTP := tr.Registry().(*registry.HTTP)
-	require.True(t, isHTTP, "registry from the environment: %T", tr.Registry())
-	lc := ListenConfig{Transport: tr}
-	ln, err := lc.Listen(t.Context(), Network, "")
-	require.NoError(t, err)
-	d := Dialer{Transport: tr, Timeout: 10 * time.Second}
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			c.Close()
-		}
-	}()
-	c, err := d.Dial(Network, ln.Addr().String())
-	require.NoError(t, err)
-	c.Close()
-	ln.Close()
-	require.NoError(t, tr.Close())
-	goleak.VerifyNone(t, before)
 }
