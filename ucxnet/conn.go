@@ -36,7 +36,7 @@ func (c *Conn) opErr(op string, err error) error {
 // Read reads data from the conn. After the peer's Close or CloseWrite and
 // once everything it sent is read, Read returns io.EOF.
 func (c *Conn) Read(b []byte) (int, error) {
-	n, err := c.s.Read(b, c.rd.Wait())
+	n, err := c.s.Read(b, &c.rd)
 	return n, c.opErr("read", err)
 }
 
@@ -55,7 +55,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 // of the conn's worker), as a write to a full socket buffer does; the
 // deadline is checked before each part is committed.
 func (c *Conn) Write(b []byte) (int, error) {
-	n, err := c.s.Write(b, c.wd.Wait())
+	n, err := c.s.Write(b, &c.wd)
 	return n, c.opErr("write", err)
 }
 

@@ -2,6 +2,7 @@ package ucxnet
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -162,4 +163,49 @@ func requireOpErr(t *testing.T, err error, op string, c net.Conn, want error) {
 	require.Equal(t, c.LocalAddr(), oe.Source)
 	require.Equal(t, c.RemoteAddr(), oe.Addr)
 	require.True(t, errors.Is(err, want), "%v is not %v", err, want)
+}
+
+// The errors of a dial, a listen, an Accept and a listener's Close are
+// *net.OpError, as net's are: Op, Net "ucx" (or the unknown network asked
+// for), no Source, and Addr the name dialed or listened on (none for a
+// listen on an unknown network). A dial that runs out of time is a
+// timeout that matches context.DeadlineExceeded.
+func TestListenDialAcceptErrors(t *testing.T) {
+	forEachEngine(t, Config{}, func(t *testing.T, p *pair) {
+		name := p.ln.Addr().String()
+		at := Addr{Name: name}
+		_, err := p.dialer.Dial("udp", name)
+		requireNameOpErr(t, err, "dial", "udp", at, net.UnknownNetworkError("udp"))
+		_, err = p.dialer.Dial(Network, "nobody-listens-here")
+		requireNameOpErr(t, err, "dial", Network, Addr{Name: "nobody-listens-here"}, syscall.ECONNREFUSED)
+		ctx, cancel := context.WithDeadline(context.Background(), time.Unix(1, 0))
+		defer cancel()
+		_, err = p.dialer.DialContext(ctx, Network, name)
+		requireNameOpErr(t, err, "dial", Network, at, context.DeadlineExceeded)
+		require.True(t, err.(net.Error).Timeout(), "%v", err)
+
+		lc := ListenConfig{Transport: p.server}
+		_, err = lc.Listen(context.Background(), "udp", name)
+		requireNameOpErr(t, err, "listen", "udp", nil, net.UnknownNetworkError("udp"))
+		_, err = lc.Listen(context.Background(), Network, name)
+		requireNameOpErr(t, err, "listen", Network, at, syscall.EADDRINUSE)
+
+		require.NoError(t, p.ln.Close())
+		_, err = p.ln.Accept()
+		requireNameOpErr(t, err, "accept", Network, at, net.ErrClosed)
+		requireNameOpErr(t, p.ln.Close(), "close", Network, at, net.ErrClosed)
+	})
+}
+
+// requireNameOpErr checks that err is a *net.OpError of op on network nw
+// with addr (nil: none) and no Source, matching want.
+func requireNameOpErr(t *testing.T, err error, op, nw string, addr net.Addr, want error) {
+	t.Helper()
+	var oe *net.OpError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, op, oe.Op, "%v", err)
+	require.Equal(t, nw, oe.Net, "%v", err)
+	require.Nil(t, oe.Source, "%v", err)
+	require.Equal(t, addr, oe.Addr, "%v", err)
+	require.ErrorIs(t, err, want)
 }

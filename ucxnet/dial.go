@@ -48,11 +48,30 @@ func (d *Dialer) Dial(network, address string) (net.Conn, error) {
 // passes "tcp"); the address is always a registry name. "host:port" that
 // is not a name itself is tried as "host". A name with no live listener
 // fails at once with an error matching syscall.ECONNREFUSED.
+//
+// Its errors are *net.OpError: Op "dial", Net "ucx" (or, for a network
+// it does not take, that network), Addr the name dialed, no Source. A
+// dial out of time (Timeout, or the context's deadline) is a timeout
+// that matches context.DeadlineExceeded, as net's is.
 func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	raddr := Addr{Name: address}
+	if err := checkNetwork(network); err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
+	}
 	sd := session.Dialer{Timeout: d.Timeout, Transport: d.Transport.session(), PSK: d.PSK, KeepAlive: d.KeepAlive}
-	s, err := sd.DialStream(ctx, network, address)
+	s, err := sd.DialStream(ctx, address)
 	if err != nil {
-		return nil, err
+		return nil, &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: err}
 	}
 	return newConn(s), nil
+}
+
+// checkNetwork accepts the networks Dial and Listen take: "ucx", "tcp",
+// "tcp4" and "tcp6".
+func checkNetwork(network string) error {
+	switch network {
+	case Network, "tcp", "tcp4", "tcp6":
+		return nil
+	}
+	return net.UnknownNetworkError(network)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/session"
+	"github.com/ucxnet/ucxnet/registry"
 )
 
 // ListenConfig configures Listen. The zero value listens on the default
@@ -49,30 +50,48 @@ func Listen(network, name string) (net.Listener, error) {
 // Listen announces name: it publishes the transport's worker address under
 // name in the registry and accepts conns dialed to it. A live listener of
 // the same name, here or in another process, makes it fail with an error
-// matching syscall.EADDRINUSE.
+// matching syscall.EADDRINUSE. Its errors are *net.OpError: Op "listen",
+// Net "ucx" and Addr the name (the fresh one, for an empty name); for a
+// network other than those Listen takes, Net that network and no Addr.
 func (lc *ListenConfig) Listen(ctx context.Context, network, name string) (net.Listener, error) {
+	if err := checkNetwork(network); err != nil {
+		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+	}
+	if name == "" {
+		name = registry.UniqueName() // here, so that an error names it
+	}
 	slc := session.ListenConfig{Transport: lc.Transport.session(), Service: lc.Service, Meta: lc.Meta,
 		Backlog: lc.Backlog, PSK: lc.PSK, KeepAlive: lc.KeepAlive}
-	l, err := slc.Listen(ctx, network, name)
+	l, err := slc.Listen(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}
 	}
 	return &Listener{l: l}, nil
 }
 
+// opErr wraps a session error in a *net.OpError with the listener's name.
+func (l *Listener) opErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &net.OpError{Op: op, Net: Network, Addr: l.l.Addr(), Err: err}
+}
+
 // Accept waits for and returns the next conn, a *Conn. After Close it
-// returns an error matching net.ErrClosed.
+// returns an error matching net.ErrClosed. Its errors are *net.OpError
+// (Op "accept", Addr the listener's name).
 func (l *Listener) Accept() (net.Conn, error) {
 	s, err := l.l.AcceptStream()
 	if err != nil {
-		return nil, err
+		return nil, l.opErr("accept", err)
 	}
 	return newConn(s), nil
 }
 
 // Close withdraws the name from the registry, refuses further dials and
-// resets conns not yet accepted.
-func (l *Listener) Close() error { return l.l.Close() }
+// resets conns not yet accepted. A second Close returns an error matching
+// net.ErrClosed. Its errors are *net.OpError (Op "close").
+func (l *Listener) Close() error { return l.opErr("close", l.l.Close()) }
 
 // Addr returns the listener's name.
 func (l *Listener) Addr() net.Addr { return l.l.Addr() }

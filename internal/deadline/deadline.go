@@ -9,8 +9,8 @@
 // Package deadline is a conn's read or write deadline as a cancel channel,
 // as in net/pipe.go: a timer closes the channel when the deadline passes,
 // and a new channel replaces it when the deadline moves after expiry.
-// ucxnet's Conn keeps two and hands their channels to the session's
-// stream Read and Write.
+// ucxnet's Conn keeps two and hands them to the session's stream Read and
+// Write, which ask for the channel each time they check or wait.
 package deadline
 
 import (
@@ -65,7 +65,8 @@ func (d *Deadline) Set(t time.Time) {
 }
 
 // Wait returns a channel that is closed when the deadline is exceeded.
-func (d *Deadline) Wait() chan struct{} {
+// After the deadline is moved past an expiry, Wait returns a new one.
+func (d *Deadline) Wait() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.cancel

@@ -24,7 +24,7 @@ import (
 
 func pskListener(t testing.TB, p *pair, key []byte) *Listener {
 	lc := ListenConfig{Transport: p.server, PSK: key}
-	ln, err := lc.Listen(context.Background(), Network, "")
+	ln, err := lc.Listen(context.Background(), "")
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
 	go func() {

@@ -15,11 +15,10 @@ import (
 
 // Conn is a session stream: a byte stream carried as UCX active messages
 // or over the kernel-TCP lane. Its Read and Write block until they can go
-// on, the cancel channel they are given closes (a deadline's) or the
-// stream closes, and return bare errors (io.EOF, net.ErrClosed,
-// os.ErrDeadlineExceeded, ErrReset and the other sentinels); ucxnet's
-// Conn adds deadlines and *net.OpError. All methods are safe for
-// concurrent use.
+// on, the deadline they are given passes (Deadline) or the stream closes,
+// and return bare errors (io.EOF, net.ErrClosed, os.ErrDeadlineExceeded,
+// ErrReset and the other sentinels); ucxnet's Conn adds deadlines and
+// *net.OpError. All methods are safe for concurrent use.
 type Conn struct {
 	t        *Transport
 	peer     *peer
@@ -168,13 +167,22 @@ func (c *Conn) waitLocked(cond chan struct{}, waiting *int, dl <-chan struct{}) 
 	*waiting--
 }
 
-// Read reads data from the stream, waiting until some is there, cancel
-// closes (os.ErrDeadlineExceeded) or the stream is closed
-// (net.ErrClosed). After the peer's Close or CloseWrite and once
-// everything it sent is read, Read returns io.EOF. On the kernel-TCP lane
-// cancel is not used: the lane conn's own deadlines (SetLaneDeadline)
-// bound it.
-func (c *Conn) Read(b []byte, cancel <-chan struct{}) (int, error) {
+// Deadline is a stream Read's or Write's deadline as the face keeps it
+// (internal/deadline's Deadline): Wait returns a channel that closes when
+// the deadline passes, and a new, open one once a passed deadline is
+// moved on. A stream asks for the channel each time it checks or waits,
+// so that a deadline moved meanwhile counts. Wait must not block: it is
+// called with the stream's lock held.
+type Deadline interface {
+	Wait() <-chan struct{}
+}
+
+// Read reads data from the stream, waiting until some is there, dl passes
+// (os.ErrDeadlineExceeded) or the stream is closed (net.ErrClosed). After
+// the peer's Close or CloseWrite and once everything it sent is read,
+// Read returns io.EOF. On the kernel-TCP lane dl is not used: the lane
+// conn's own deadlines (SetLaneDeadline) bound it.
+func (c *Conn) Read(b []byte, dl Deadline) (int, error) {
 	if c.lane != nil {
 		return c.laneRead(b)
 	}
@@ -184,6 +192,7 @@ func (c *Conn) Read(b []byte, cancel <-chan struct{}) (int, error) {
 			c.mu.Unlock()
 			return 0, net.ErrClosed
 		}
+		cancel := dl.Wait()
 		if deadline.Closed(cancel) {
 			c.mu.Unlock()
 			return 0, os.ErrDeadlineExceeded

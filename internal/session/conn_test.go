@@ -54,7 +54,7 @@ func newPairOf(t testing.TB, cfg Config, newT func(Config) *Transport) *pair {
 	}
 	s, c := newT(cfg), newT(cfg)
 	lc := ListenConfig{Transport: s}
-	ln, err := lc.Listen(t.Context(), Network, "")
+	ln, err := lc.Listen(t.Context(), "")
 	require.NoError(t, err)
 	p := &pair{server: s, client: c, ln: ln, dialer: &Dialer{Transport: c, Timeout: 10 * time.Second}, newT: newT}
 	t.Cleanup(func() {
@@ -253,7 +253,7 @@ func TestMixedSegmentSizes(t *testing.T) {
 	require.Equal(t, 8000, s.shmFrame)
 	require.Equal(t, 63<<10, s.tcpFrame)
 	lc := ListenConfig{Transport: s}
-	ln, err := lc.Listen(t.Context(), Network, "")
+	ln, err := lc.Listen(t.Context(), "")
 	require.NoError(t, err)
 	defer ln.Close()
 	go func() {

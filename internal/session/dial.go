@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/ucxnet/ucxnet/registry"
@@ -40,32 +39,23 @@ type Dialer struct {
 	KeepAlive time.Duration
 }
 
-// DialStream connects to the listener published as address. network is
-// "ucx", or "tcp", "tcp4" or "tcp6" (net/http always passes "tcp"); the
-// address is always a registry name. "host:port" that is not a name itself
-// is tried as "host". A name with no live listener fails at once with an
-// error matching syscall.ECONNREFUSED. Its errors are *net.OpError.
-func (d *Dialer) DialStream(ctx context.Context, network, address string) (*Conn, error) {
-	raddr := Addr{Name: address}
-	if err := checkNetwork(network); err != nil {
-		return nil, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
-	}
-	opErr := func(err error) error {
-		if ctx.Err() != nil && err == ctx.Err() {
-			return &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: mapCtxErr(err)}
-		}
-		return &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: err}
-	}
+// DialStream connects to the listener published as address: a registry
+// name ("host:port" that is not a name itself is tried as "host"). A name
+// with no live listener fails at once with an error matching
+// syscall.ECONNREFUSED; a dial that runs out of time fails with a timeout
+// error matching context.DeadlineExceeded, as the net package's does. Its
+// errors are bare (the face wraps them in a *net.OpError).
+func (d *Dialer) DialStream(ctx context.Context, address string) (*Conn, error) {
 	t := d.Transport
 	if t == nil {
 		var err error
 		if t, err = DefaultTransport(); err != nil {
-			return nil, opErr(err)
+			return nil, err
 		}
 	}
 	psk, err := resolvePSK(d.PSK)
 	if err != nil {
-		return nil, opErr(err)
+		return nil, err
 	}
 	timeout := d.Timeout
 	if timeout <= 0 {
@@ -76,7 +66,10 @@ func (d *Dialer) DialStream(ctx context.Context, network, address string) (*Conn
 	t.stats.dials.Add(1)
 	c, err := d.dialName(ctx, t, address, psk)
 	if err != nil {
-		return nil, opErr(err)
+		if err == ctx.Err() {
+			return nil, mapCtxErr(err)
+		}
+		return nil, err
 	}
 	return c, nil
 }

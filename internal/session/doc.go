@@ -22,8 +22,8 @@
 // The split follows gVisor's gonet, whose TCPConn is a thin blocking face
 // over an endpoint that does the protocol. The session's streams do the
 // protocol and block: a stream's Read and Write wait on its own
-// condition, on a cancel channel the face passes in (a deadline's channel)
-// and on the stream's close, and return bare errors; the face owns
+// condition, on the deadline the face passes in (Deadline) and on the
+// stream's close, and return bare errors; the face owns
 // deadlines and wraps errors in *net.OpError. A stream blocks itself,
 // rather than offering non-blocking calls and readiness channels, for two
 // reasons:
@@ -32,18 +32,25 @@
 //     path;
 //   - a zero-copy Write lends the caller's memory to UCX until UCX
 //     completes the send: only the session knows when that is, so the
-//     wait for it belongs to the session, not to the face.
+//     wait for it belongs to the session, not to the face. It outlasts
+//     the deadline (by up to a grace period, for a hung peer), and a
+//     deadline moved on meanwhile counts: so the stream asks the face's
+//     deadline for its channel each time, rather than taking one channel
+//     per call.
 //
-// The face calls a stream's Read(b, cancel) and Write(b, cancel) with its
-// deadlines' channels (internal/deadline), and Close, CloseWrite,
-// SetLinger, Stats, Lane and Transports; on the kernel-TCP lane, whose
-// conn has kernel deadlines, SetLaneDeadline, LaneReadFrom and
-// LaneWriteTo (sendfile and splice) instead of the cancel channels. The
+// The face calls a stream's Read(b, dl) and Write(b, dl) with its
+// deadlines (internal/deadline), and Close, CloseWrite, SetLinger,
+// Stats, Lane and Transports; on the kernel-TCP lane, whose conn has
+// kernel deadlines, SetLaneDeadline, LaneReadFrom and LaneWriteTo
+// (sendfile and splice) instead of the deadlines. The
 // stream's errors are bare; ucxnet wraps them in *net.OpError with the
 // stream's addresses. Listener.AcceptStream and Dialer.DialStream hand the
-// face streams; their own errors (listen, dial, accept) are *net.OpError
-// already. The session's tests reach streams through a test face
-// (face_test.go) that does what ucxnet's does.
+// face streams; their errors, ListenConfig.Listen's and Listener.Close's
+// are bare too, and the face wraps them (listen, dial, accept, close) in
+// *net.OpError with the name listened on or dialed. The face checks the
+// network name ("ucx", "tcp"...), which the session never sees. The
+// session's tests reach streams through a test face (face_test.go) that
+// does what ucxnet's does.
 //
 // The conn core (the stream's Read, Write and state machine, the conn and
 // peer tables, dispatch and the handshake) is here, built from the owned
@@ -83,7 +90,8 @@ package session
 //	    the engine's worker (Acquire to GiveBack)
 //	      outQueue.mu   the shard's queued peers, peer.outQ, failed
 //	      Conn.out      (never under outQueue.mu, nor it under this)
-//	Leaves, taken last: BufPool's and LogLimiter's mutexes, Transport.opMu.
+//	Leaves, taken last: BufPool's and LogLimiter's mutexes, Transport.opMu,
+//	the face's Deadline's (its Wait, called under Conn.mu).
 //
 // Owned by a shard's engine goroutine (its HandleEvents and Ticks), read
 // and written there alone: Conn.from, learnFrom, peerProc, early (an

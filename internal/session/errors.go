@@ -6,10 +6,10 @@ import (
 	"syscall"
 )
 
-// Errors a stream or dial can report: a stream returns them bare (ucxnet's
-// Conn wraps them in a *net.OpError), a dial wrapped in one. Test for them
-// with errors.Is, as with the standard library's conns:
-// errors.Is(err, syscall.ECONNREFUSED) and so on.
+// Errors a stream, listener or dial can report, bare (ucxnet's face wraps
+// them in a *net.OpError). Test for them with errors.Is, as with the
+// standard library's conns: errors.Is(err, syscall.ECONNREFUSED) and so
+// on.
 var (
 	// ErrRefused means the dialed name has no live listener, or the listener
 	// refused the connection. It matches syscall.ECONNREFUSED.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/deadline"
+	"github.com/ucxnet/ucxnet/registry"
 )
 
 // testConn is a stream as a net.Conn.
@@ -32,12 +33,12 @@ func (c *testConn) opErr(op string, err error) error {
 }
 
 func (c *testConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b, c.rd.Wait())
+	n, err := c.Conn.Read(b, &c.rd)
 	return n, c.opErr("read", err)
 }
 
 func (c *testConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b, c.wd.Wait())
+	n, err := c.Conn.Write(b, &c.wd)
 	return n, c.opErr("write", err)
 }
 
@@ -67,13 +68,23 @@ func (c *testConn) SetDeadline(t time.Time) error      { return c.setDeadline(""
 func (c *testConn) SetReadDeadline(t time.Time) error  { return c.setDeadline("read", t) }
 func (c *testConn) SetWriteDeadline(t time.Time) error { return c.setDeadline("write", t) }
 
-// Accept is AcceptStream as net.Listener's.
+// Accept is AcceptStream as net.Listener's, its error wrapped as
+// ucxnet's Listener wraps it.
 func (l *Listener) Accept() (net.Conn, error) {
 	c, err := l.AcceptStream()
 	if err != nil {
-		return nil, err
+		return nil, &net.OpError{Op: "accept", Net: Network, Addr: l.Addr(), Err: err}
 	}
 	return wrap(c), nil
+}
+
+// checkNetwork accepts the networks ucxnet's Dial and Listen take.
+func checkNetwork(network string) error {
+	switch network {
+	case Network, "tcp", "tcp4", "tcp6":
+		return nil
+	}
+	return net.UnknownNetworkError(network)
 }
 
 // Dial is DialStream as a net.Conn.
@@ -81,11 +92,16 @@ func (d *Dialer) Dial(network, address string) (net.Conn, error) {
 	return d.DialContext(context.Background(), network, address)
 }
 
-// DialContext is DialStream as a net.Conn.
+// DialContext is DialStream as a net.Conn, its errors wrapped as ucxnet's
+// Dialer wraps them.
 func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	c, err := d.DialStream(ctx, network, address)
+	raddr := Addr{Name: address}
+	if err := checkNetwork(network); err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
+	}
+	c, err := d.DialStream(ctx, address)
 	if err != nil {
-		return nil, err
+		return nil, &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: err}
 	}
 	return wrap(c), nil
 }
@@ -96,12 +112,19 @@ func Dial(network, address string) (net.Conn, error) {
 	return d.Dial(network, address)
 }
 
-// Listen listens on the default transport.
+// Listen listens on the default transport, its errors wrapped as
+// ucxnet's Listen wraps them.
 func Listen(network, name string) (net.Listener, error) {
+	if err := checkNetwork(network); err != nil {
+		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+	}
+	if name == "" {
+		name = registry.UniqueName()
+	}
 	var lc ListenConfig
-	l, err := lc.Listen(context.Background(), network, name)
+	l, err := lc.Listen(context.Background(), name)
 	if err != nil {
-		return nil, err
+		return nil, &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}
 	}
 	return l, nil
 }

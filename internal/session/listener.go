@@ -54,34 +54,28 @@ type Listener struct {
 }
 
 // Listen announces name: it publishes the transport's worker address under
-// name in the registry and accepts conns dialed to it. network must be
-// "ucx" (or "tcp", "tcp4", "tcp6"); an empty name publishes a fresh unique
-// name, which l.Addr().String() returns. A live listener of the same name,
-// here or in another process, makes it fail with an error matching
-// syscall.EADDRINUSE. Its errors are *net.OpError.
-func (lc *ListenConfig) Listen(ctx context.Context, network, name string) (*Listener, error) {
-	opErr := func(err error) error {
-		return &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}
-	}
-	if err := checkNetwork(network); err != nil {
-		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
-	}
+// name in the registry and accepts conns dialed to it. An empty name
+// publishes a fresh unique name, which l.Addr().String() returns. A live
+// listener of the same name, here or in another process, makes it fail
+// with an error matching syscall.EADDRINUSE. Its errors are bare (the
+// face wraps them in a *net.OpError).
+func (lc *ListenConfig) Listen(ctx context.Context, name string) (*Listener, error) {
 	t := lc.Transport
 	if t == nil {
 		var err error
 		if t, err = DefaultTransport(); err != nil {
-			return nil, opErr(err)
+			return nil, err
 		}
 	}
 	if name == "" {
 		name = registry.UniqueName()
 	}
 	if err := registry.ValidName(name); err != nil {
-		return nil, opErr(err)
+		return nil, err
 	}
 	psk, err := resolvePSK(lc.PSK)
 	if err != nil {
-		return nil, opErr(err)
+		return nil, err
 	}
 	backlog := lc.Backlog
 	if backlog <= 0 {
@@ -95,11 +89,11 @@ func (lc *ListenConfig) Listen(ctx context.Context, network, name string) (*List
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, opErr(ErrTransportClosed)
+		return nil, ErrTransportClosed
 	}
 	if _, dup := t.listeners[name]; dup {
 		t.mu.Unlock()
-		return nil, opErr(registry.ErrNameInUse)
+		return nil, registry.ErrNameInUse
 	}
 	t.listeners[name] = l
 	t.mu.Unlock()
@@ -118,17 +112,9 @@ func (lc *ListenConfig) Listen(ctx context.Context, network, name string) (*List
 		t.mu.Lock()
 		delete(t.listeners, name)
 		t.mu.Unlock()
-		return nil, opErr(err)
+		return nil, err
 	}
 	return l, nil
-}
-
-func checkNetwork(network string) error {
-	switch network {
-	case Network, "tcp", "tcp4", "tcp6":
-		return nil
-	}
-	return net.UnknownNetworkError(network)
 }
 
 // enqueue hands an accepted conn to Accept; false if the backlog is full.
@@ -173,25 +159,25 @@ func (l *Listener) isClosed() bool {
 }
 
 // AcceptStream waits for and returns the next stream. After Close it
-// returns an error matching net.ErrClosed.
+// returns net.ErrClosed (Close reset the conns still queued).
 func (l *Listener) AcceptStream() (*Conn, error) {
 	select {
 	case c := <-l.queue:
 		c.accepted()
 		return c, nil
 	case <-l.done:
+		return nil, net.ErrClosed
 	}
-	// Closed: still prefer a queued conn? No: Close reset those.
-	return nil, &net.OpError{Op: "accept", Net: Network, Addr: l.addr, Err: net.ErrClosed}
 }
 
 // Close withdraws the name from the registry, refuses further dials and
-// resets conns not yet accepted.
+// resets conns not yet accepted. Its errors are bare: net.ErrClosed after
+// Close, or the registry's.
 func (l *Listener) Close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return &net.OpError{Op: "close", Net: Network, Addr: l.addr, Err: net.ErrClosed}
+		return net.ErrClosed
 	}
 	l.closed = true
 	close(l.done)
@@ -215,7 +201,7 @@ func (l *Listener) Close() error {
 		break
 	}
 	if err != nil && !errors.Is(err, registry.ErrNotFound) {
-		return &net.OpError{Op: "close", Net: Network, Addr: l.addr, Err: err}
+		return err
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ucxnet/ucxnet/internal/deadline"
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/engine/memengine"
 	"github.com/ucxnet/ucxnet/internal/stream"
@@ -466,4 +467,48 @@ func TestKeepAliveEnv(t *testing.T) {
 		t.Setenv("UCXNET_KEEPALIVE", v)
 		require.Equal(t, want, envDuration("UCXNET_KEEPALIVE", DefaultKeepAlive), "UCXNET_KEEPALIVE=%s", v)
 	}
+}
+
+// A zero-copy Write outlives its deadline by zeroCopyGrace at most, unless
+// the deadline is moved on meanwhile: then the wait goes on for the moved
+// deadline, and the peer is not taken for hung. A deadline that passes for
+// good ends the wait a grace after it, failing the peer. (The wait is
+// driven with a send of its own: the in-memory engine finishes every send
+// at once.)
+func TestMemZeroCopyGraceDeadlineMoved(t *testing.T) {
+	synctest.Test(t, testMemZeroCopyGraceDeadlineMoved)
+}
+
+func testMemZeroCopyGraceDeadlineMoved(t *testing.T) {
+	p := newMemPair(t, Config{KeepAlive: -1})
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	sc := c.(*testConn).Conn
+	wait := func(dl *deadline.Deadline) (done, res chan error) {
+		done, res = make(chan error, 1), make(chan error, 1)
+		go func() { res <- sc.waitZeroCopy(done, dl) }()
+		return done, res
+	}
+
+	dl := deadline.Make()
+	dl.Set(time.Now().Add(time.Second))
+	done, res := wait(&dl)
+	time.Sleep(time.Second + zeroCopyGrace/2) // the deadline passed, the grace half gone
+	synctest.Wait()
+	dl.Set(time.Now().Add(time.Hour))
+	time.Sleep(zeroCopyGrace) // the grace is over
+	synctest.Wait()
+	require.Empty(t, res, "the wait ended though the deadline was moved on")
+	require.Zero(t, p.client.Stats().StalledPeers)
+	done <- nil
+	require.NoError(t, <-res)
+
+	dl.Set(time.Now().Add(time.Second))
+	done, res = wait(&dl)
+	time.Sleep(time.Second + zeroCopyGrace + time.Millisecond)
+	synctest.Wait()
+	require.Equal(t, uint64(1), p.client.Stats().StalledPeers, "a deadline passed for good did not end the wait")
+	done <- ErrReset // the send, canceled by the peer's failure
+	require.ErrorIs(t, <-res, ErrReset)
 }

@@ -87,7 +87,7 @@ func TestLaneMixedBuild(t *testing.T) {
 	require.NoError(t, err)
 	defer tr.Close()
 	lc := ListenConfig{Transport: tr}
-	ln, err := lc.Listen(t.Context(), Network, "mixed-cgo")
+	ln, err := lc.Listen(t.Context(), "mixed-cgo")
 	require.NoError(t, err)
 	defer ln.Close()
 	go func() {

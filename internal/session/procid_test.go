@@ -134,7 +134,7 @@ func requireCarriesOn(t *testing.T, tr *Transport, dead net.Conn) {
 	require.Eventually(t, func() bool { return len(tr.Conns()) == 0 }, 20*time.Second, 10*time.Millisecond,
 		"conns left after the peer died")
 	name := fmt.Sprintf("carries-on-%d", os.Getpid())
-	ln, err := (&ListenConfig{Transport: tr}).Listen(context.Background(), Network, name)
+	ln, err := (&ListenConfig{Transport: tr}).Listen(context.Background(), name)
 	require.NoError(t, err)
 	defer ln.Close()
 	go func() {

@@ -106,7 +106,7 @@ func TestRetryAfterRefusal(t *testing.T) {
 		t.Run(fmt.Sprint(w), func(t *testing.T) {
 			p := newPair(t, Config{Workers: w, Window: 256 << 10})
 			lc := ListenConfig{Transport: p.server, PSK: bytes.Repeat([]byte{7}, 32)}
-			kl, err := lc.Listen(t.Context(), Network, "keyed-retry")
+			kl, err := lc.Listen(t.Context(), "keyed-retry")
 			require.NoError(t, err)
 			defer kl.Close()
 			p.client.nextDial.Store(0)
@@ -130,7 +130,7 @@ func TestRedialAfterRefusingPeerSwept(t *testing.T) {
 		t.Run(fmt.Sprint(w), func(t *testing.T) {
 			forEachEngine(t, Config{Workers: w, Window: 256 << 10}, func(t *testing.T, p *pair) {
 				lc := ListenConfig{Transport: p.server, PSK: bytes.Repeat([]byte{7}, 32)}
-				kl, err := lc.Listen(t.Context(), Network, "keyed-sweep")
+				kl, err := lc.Listen(t.Context(), "keyed-sweep")
 				require.NoError(t, err)
 				defer kl.Close()
 				p.client.nextDial.Store(0)

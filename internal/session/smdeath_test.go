@@ -77,7 +77,7 @@ func TestSmPeerDeathNotDeaf(t *testing.T) {
 		}
 		c.Close()
 		lc := ListenConfig{Transport: tr}
-		ln, err := lc.Listen(context.Background(), Network, fmt.Sprintf("self-%d", round))
+		ln, err := lc.Listen(context.Background(), fmt.Sprintf("self-%d", round))
 		require.NoError(t, err)
 		for _, name := range []string{fmt.Sprintf("bystander-%d", round), ln.Addr().String(), fmt.Sprintf("victim-%d", round+1)} {
 			start := time.Now()

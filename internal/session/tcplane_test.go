@@ -163,11 +163,11 @@ func TestTCPLanePSK(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	lc := ListenConfig{Transport: s, PSK: key}
-	ln, err := lc.Listen(context.Background(), Network, "")
+	ln, err := lc.Listen(context.Background(), "")
 	require.NoError(t, err)
 	defer ln.Close()
 	plain := ListenConfig{Transport: s}
-	ln2, err := plain.Listen(context.Background(), Network, "")
+	ln2, err := plain.Listen(context.Background(), "")
 	require.NoError(t, err)
 	defer ln2.Close()
 	go func() {
@@ -392,7 +392,7 @@ func TestTCPLaneMetaFull(t *testing.T) {
 	defer tr.Close()
 	big := map[string]string{"big": strings.Repeat("x", registry.MaxMetaBytes-20)}
 	lc := ListenConfig{Transport: tr, Meta: big}
-	ln, err := lc.Listen(t.Context(), Network, "")
+	ln, err := lc.Listen(t.Context(), "")
 	require.NoError(t, err)
 	defer ln.Close()
 	require.Nil(t, ln.tcp)
@@ -401,7 +401,7 @@ func TestTCPLaneMetaFull(t *testing.T) {
 	require.NotContains(t, e.Meta, MetaTCP)
 
 	lc = ListenConfig{Transport: tr, Meta: map[string]string{MetaTCP: "10.9.9.9:1"}}
-	ln2, err := lc.Listen(t.Context(), Network, "")
+	ln2, err := lc.Listen(t.Context(), "")
 	require.NoError(t, err)
 	defer ln2.Close()
 	e, err = tr.reg.Resolve(t.Context(), ln2.Addr().String())

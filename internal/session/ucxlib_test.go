@@ -45,7 +45,7 @@ func TestListenerPublishesUCXRelease(t *testing.T) {
 	require.NoError(t, err)
 	defer tr.Close()
 	meta := map[string]string{"app": "x"}
-	ln, err := (&ListenConfig{Transport: tr, Meta: meta}).Listen(t.Context(), Network, "")
+	ln, err := (&ListenConfig{Transport: tr, Meta: meta}).Listen(t.Context(), "")
 	require.NoError(t, err)
 	defer ln.Close()
 	e, err := reg.Resolve(t.Context(), ln.Addr().String())

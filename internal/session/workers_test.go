@@ -127,7 +127,7 @@ func TestWorkersMixedPeers(t *testing.T) {
 			server, err := newUCXTransport(Config{Registry: reg, Workers: tc.listener})
 			require.NoError(t, err)
 			defer server.Close()
-			ln, err := (&ListenConfig{Transport: server}).Listen(t.Context(), Network, "")
+			ln, err := (&ListenConfig{Transport: server}).Listen(t.Context(), "")
 			require.NoError(t, err)
 			defer ln.Close()
 			cc, sc := dialN(t, &Dialer{Transport: client, Timeout: 10 * time.Second}, ln, 4)

@@ -33,12 +33,11 @@ func (c *Conn) sendWindow(limit uint64) {
 // the peer's receive window is full, and while UCX holds more than it could
 // send to the peer (its shared-memory FIFO or socket full: 1 MiB of small
 // writes over shared memory, 8 MiB over TCP, or 32 MiB to all peers of
-// the conn's worker), as a
-// write to a full socket buffer does, until cancel closes
-// (os.ErrDeadlineExceeded), which is checked before each part is
-// committed. Errors are bare, as Read's. On the kernel-TCP lane cancel is
-// not used (SetLaneDeadline).
-func (c *Conn) Write(b []byte, cancel <-chan struct{}) (int, error) {
+// the conn's worker), as a write to a full socket buffer does, until dl
+// passes (os.ErrDeadlineExceeded), which is checked before each part is
+// committed. Errors are bare, as Read's. On the kernel-TCP lane dl is not
+// used (SetLaneDeadline).
+func (c *Conn) Write(b []byte, dl Deadline) (int, error) {
 	if c.lane != nil {
 		return c.laneWrite(b)
 	}
@@ -48,7 +47,7 @@ func (c *Conn) Write(b []byte, cancel <-chan struct{}) (int, error) {
 	drained := false // the peer was just drained: send without checking again
 	c.mu.Lock()
 	for {
-		chunk, err := c.writeReady(n, len(b), cancel)
+		chunk, cancel, err := c.writeReady(n, len(b), dl)
 		c.mu.Unlock()
 		if err != nil || chunk == 0 {
 			return n, err
@@ -56,7 +55,7 @@ func (c *Conn) Write(b []byte, cancel <-chan struct{}) (int, error) {
 		sp := c.peer.path(c.t)
 		frame := min(c.frame, sp.Frame, sp.PeerLimit(c.peerSegs))
 		small := chunk <= min(frame, coalesceMax)/2
-		sent, err := c.sendChunk(sp, frame, small, !drained, b[n:n+chunk], cancel)
+		sent, err := c.sendChunk(sp, frame, small, !drained, b[n:n+chunk], dl)
 		drained = false
 		if err == errBackedUp {
 			if err := c.drainPeer(cancel); err != nil {
@@ -89,13 +88,14 @@ func (c *Conn) Write(b []byte, cancel <-chan struct{}) (int, error) {
 
 // writeReady waits until a write of total bytes, n of them committed, may
 // send more: it returns the part of the rest that the peer's receive window
-// allows. It returns 0 and a nil error once n is total, and the error the
-// write returns once it cannot go on (conn closed or failed, write side
-// shut, cancel closed). Called, and returns, with c.mu held.
-func (c *Conn) writeReady(n, total int, cancel <-chan struct{}) (chunk int, err error) {
+// allows, and the write deadline dl's channel. It returns 0 and a nil
+// error once n is total, and the error the write returns once it cannot go
+// on (conn closed or failed, write side shut, dl passed). Called, and
+// returns, with c.mu held.
+func (c *Conn) writeReady(n, total int, dl Deadline) (chunk int, cancel <-chan struct{}, err error) {
 	for {
 		if c.state.Closed {
-			return 0, net.ErrClosed
+			return 0, nil, net.ErrClosed
 		}
 		if err := c.out.TakeErr(); err != nil && c.werr == nil {
 			c.mu.Unlock()
@@ -104,20 +104,21 @@ func (c *Conn) writeReady(n, total int, cancel <-chan struct{}) (chunk int, err 
 			continue
 		}
 		if c.werr != nil {
-			return 0, c.werr
+			return 0, nil, c.werr
 		}
 		if c.state.WShut {
-			return 0, ErrWriteAfterShutdown
+			return 0, nil, ErrWriteAfterShutdown
 		}
+		cancel = dl.Wait()
 		if deadline.Closed(cancel) {
-			return 0, os.ErrDeadlineExceeded
+			return 0, nil, os.ErrDeadlineExceeded
 		}
 		if n == total {
-			return 0, nil
+			return 0, nil, nil
 		}
 		avail := c.swin.Available()
 		if avail > 0 {
-			return min(avail, total-n), nil
+			return min(avail, total-n), cancel, nil
 		}
 		c.waitLocked(c.wcond, &c.wwait, cancel)
 	}
@@ -153,9 +154,9 @@ func (c *Conn) backedUp(sp SendPath, small bool, bl uint64) bool {
 // sendChunk sends p, a part of a write that the window allows, as DATA
 // frames of at most frame bytes: zero-copy, into the conn's open frame
 // (small), or copied by UCX. It returns the bytes committed, or
-// errBackedUp (gate: checked first) when the peer must drain first.
-// cancel is the Write's. Called with c.wmu held.
-func (c *Conn) sendChunk(sp SendPath, frame int, small, gate bool, p []byte, cancel <-chan struct{}) (sent int, err error) {
+// errBackedUp (gate: checked first) when the peer must drain first. dl is
+// the Write's deadline. Called with c.wmu held.
+func (c *Conn) sendChunk(sp SendPath, frame int, small, gate bool, p []byte, dl Deadline) (sent int, err error) {
 	c.dataHdr = stream.Header{Kind: stream.KindData, ConnID: c.remoteID}.Bytes()
 	hb := c.dataHdr[:]
 	zeroCopy := sp.ZeroCopy && len(p) >= ZeroCopyMin
@@ -167,7 +168,7 @@ func (c *Conn) sendChunk(sp SendPath, frame int, small, gate bool, p []byte, can
 		return 0, errBackedUp
 	}
 	if zeroCopy {
-		sent, err = c.sendZeroCopy(hb, p, frame, cancel)
+		sent, err = c.sendZeroCopy(hb, p, frame, dl)
 		c.framesSent(sent, frame)
 		return sent, err
 	}
@@ -240,10 +241,10 @@ func (c *Conn) backlog() (n uint64) {
 }
 
 // drainPeer waits until UCX has finished every send to c's peer (a flush),
-// the Write's cancel closes (os.ErrDeadlineExceeded), c is closed
-// (net.ErrClosed) or c fails or is reset meanwhile (the error its Writes
-// now return): a flush of a peer that died may never finish. Called with
-// c.wmu held.
+// the Write's deadline channel dl closes (os.ErrDeadlineExceeded), c is
+// closed (net.ErrClosed) or c fails or is reset meanwhile (the error its
+// Writes now return): a flush of a peer that died may never finish.
+// Called with c.wmu held.
 func (c *Conn) drainPeer(dl <-chan struct{}) error {
 	err := c.t.flush(c.peer, dl, c.closedCh, c.failedCh)
 	switch {
@@ -264,9 +265,9 @@ func (c *Conn) drainPeer(dl <-chan struct{}) error {
 // sendZeroCopy sends p as frames straight from p's memory and waits until
 // UCX is done with it: p is pinned meanwhile, and Write's caller may reuse
 // it as soon as Write returns. If the send fails, none of p counts as
-// sent: the conn is broken, and some of p may not have gone out. cancel
-// is the Write's. Called with c.wmu held.
-func (c *Conn) sendZeroCopy(hdr, p []byte, frame int, cancel <-chan struct{}) (sent int, err error) {
+// sent: the conn is broken, and some of p may not have gone out. dl is
+// the Write's deadline. Called with c.wmu held.
+func (c *Conn) sendZeroCopy(hdr, p []byte, frame int, dl Deadline) (sent int, err error) {
 	var pin runtime.Pinner
 	pin.Pin(&p[0])
 	defer pin.Unpin()
@@ -277,7 +278,7 @@ func (c *Conn) sendZeroCopy(hdr, p []byte, frame int, cancel <-chan struct{}) (s
 		c.t.forgetOp(token)
 		return sent, err
 	}
-	if st := c.waitZeroCopy(done, cancel); st != nil {
+	if st := c.waitZeroCopy(done, dl); st != nil {
 		if err == nil {
 			err = st
 		}
@@ -287,8 +288,8 @@ func (c *Conn) sendZeroCopy(hdr, p []byte, frame int, cancel <-chan struct{}) (s
 }
 
 // zeroCopyGrace is how long a zero-copy send may stay unfinished after the
-// Write's cancel channel closed (its deadline passed) or the conn was
-// closed before the peer is taken for hung.
+// Write's deadline passed or the conn was closed before the peer is taken
+// for hung.
 const zeroCopyGrace = 2 * time.Second
 
 // waitZeroCopy waits until UCX has finished a zero-copy send. UCX finishes
@@ -296,23 +297,31 @@ const zeroCopyGrace = 2 * time.Second
 // progress engine must drain the transport, and a dead peer fails the
 // send — so the data is committed and the wait normally takes
 // microseconds, whatever the deadline. But a peer process that is stopped
-// or hung neither drains nor fails: once cancel has closed (or the conn is
+// or hung neither drains nor fails: once dl has passed (or the conn is
 // closed) and zeroCopyGrace more has gone by, its endpoint is
 // force-closed, which cancels the send (UCX never reads the writer's
-// memory again) and resets every conn to that peer.
-func (c *Conn) waitZeroCopy(done <-chan error, cancel <-chan struct{}) error {
-	select {
-	case st := <-done:
-		return st
-	case <-cancel:
-	case <-c.closedCh:
-	}
-	select {
-	case st := <-done:
-		return st
-	case <-time.After(zeroCopyGrace):
-		c.t.stats.stalledPeers.Add(1)
-		c.t.failPeer(c.peer, fmt.Sprintf("it did not drain a send for %v past the write deadline or close", zeroCopyGrace))
-		return <-done
+// memory again) and resets every conn to that peer. A deadline moved on
+// meanwhile (and not passed again) saves the peer: the wait goes on for
+// it.
+func (c *Conn) waitZeroCopy(done <-chan error, dl Deadline) error {
+	for {
+		select {
+		case st := <-done:
+			return st
+		case <-dl.Wait():
+		case <-c.closedCh:
+		}
+		grace := time.NewTimer(zeroCopyGrace)
+		select {
+		case st := <-done:
+			grace.Stop()
+			return st
+		case <-grace.C:
+		}
+		if deadline.Closed(c.closedCh) || deadline.Closed(dl.Wait()) {
+			c.t.stats.stalledPeers.Add(1)
+			c.t.failPeer(c.peer, fmt.Sprintf("it did not drain a send for %v past the write deadline or close", zeroCopyGrace))
+			return <-done
+		}
 	}
 }
