@@ -1,8 +1,8 @@
 package ucxnet
 
-// ucxnet's data types, constants, errors and package functions: the
-// session's values under ucxnet's names (conn.go, listener.go, dial.go and
-// transport.go are the face types).
+// ucxnet's addresses, constants, errors and package functions, most of them
+// the session's under ucxnet's names (config.go and stats.go hold the data
+// types; conn.go, listener.go, dial.go and transport.go the face types).
 
 import (
 	"net"
@@ -11,81 +11,48 @@ import (
 )
 
 // Addr is a ucxnet address: a name in the registry, and for a conn's end
-// the conn's id at that end. A listener's Addr is the name it published
-// ("echo"), which Dial accepts. A conn's LocalAddr and RemoteAddr name
-// both ends as "name:id", the form net.SplitHostPort splits (a name
-// containing ':' is bracketed, as net.JoinHostPort does for IPv6): the
-// host is the end's transport or listener name, the port its conn id in
-// 16 hex digits, e.g. "echo:4f1c0a9b2d3e5f60". One end's LocalAddr is the
-// other's RemoteAddr. Dial accepts "name:id" too (the id is ignored, as a
-// port is). Its fields are Name and ID; Network returns "ucx".
-type Addr = session.Addr
+// the conn's id at that end.
+//
+// A listener's Addr is the name it published ("echo"), which Dial accepts.
+// A conn's LocalAddr and RemoteAddr name both ends as "name:id", the form
+// net.SplitHostPort splits (a name containing ':' is bracketed, as
+// net.JoinHostPort does for IPv6): the host is the end's transport or
+// listener name, the port its conn id in 16 hex digits, e.g.
+// "echo:4f1c0a9b2d3e5f60". One end's LocalAddr is the other's RemoteAddr.
+// Dial accepts "name:id" too (the id is ignored, as a port is).
+type Addr struct {
+	Name string
+	ID   uint64 // the conn's id at this end; 0: a name only (a listener, or a dial not yet answered)
+}
 
-// Config configures a Transport: its workers, frame size, receive window,
-// backlog, lane choice, keepalive, linger, registry, logger, stats
-// directory and UCX settings (go doc shows each field). The zero value is
-// ready to use.
-type Config = session.Config
+// Network returns "ucx".
+func (a Addr) Network() string { return Network }
 
-// ConnStats is a snapshot of one conn (Conn.Stats, Transport.Conns): its
-// addresses, lane, state (one of the Conn* states), byte and frame
-// counters, buffered and queued data and round-trip estimate. Its JSON
-// form is what `ucxnet ls --json` prints.
-type ConnStats = session.ConnStats
+// String returns the name, or "name:id" for a conn's end.
+func (a Addr) String() string { return session.Addr(a).String() }
 
-// LaneInfo says which lane a dial to a name would take, and why
-// (Transport.LaneTo, for `ucxnet info` and demo): Lane (LaneUCX, LaneTCP,
-// or "" when neither reaches the peer), Reason, and the TCP Endpoints a
-// dial would try. It resolves the name but connects to nothing.
-type LaneInfo = session.LaneInfo
+// faceAddr returns a session address (a session stream's or listener's)
+// as ucxnet's Addr.
+func faceAddr(a net.Addr) net.Addr { return Addr(a.(session.Addr)) }
 
-// LaneStats are a Transport's kernel-TCP lane counters: the conns on the
-// lane now and the preambles refused (garbage, oversized, timed out, over
-// the cap).
-type LaneStats = session.LaneStats
+// UCXLibrary describes the UCX library this process runs on.
+type UCXLibrary struct {
+	// Version is the release loaded, e.g. "1.13.1"; "" in a build without
+	// UCX (no cgo, or not Linux).
+	Version string
+	// BuiltFor is the release whose headers ucxnet was compiled against,
+	// as major.minor ("1.13").
+	BuiltFor string
+	// Path is the file the UCP library was loaded from, if known.
+	Path string
+}
 
-// Snapshot is the state of one transport: its counters, listeners and
-// conns (at most MaxSnapshotConns). Its JSON form is a stats socket's
-// answer (see StatsDir) and what PublishExpvar publishes.
-type Snapshot = session.Snapshot
-
-// Stats are a Transport's counters: conns dialed, accepted and refused,
-// frames and bytes each way, and the failures and drops it saw.
-type Stats = session.Stats
-
-// UCXLibrary describes the UCX library this process runs on: its version,
-// the release ucxnet was built against and the library's path.
-type UCXLibrary = session.UCXLibrary
-
-// Defaults for Config.
-const (
-	DefaultEagerMax  = session.DefaultEagerMax  // largest frame payload
-	DefaultWindow    = session.DefaultWindow    // per-conn receive window
-	DefaultBacklog   = session.DefaultBacklog   // conns waiting for Accept, per listener
-	DefaultSpin      = session.DefaultSpin      // Config.Spin
-	DefaultSpinMax   = session.DefaultSpinMax   // Config.SpinMax
-	DefaultLinger    = session.DefaultLinger    // Config.Linger
-	DefaultKeepAlive = session.DefaultKeepAlive // Config.KeepAlive
-)
-
-// The states ConnStats.State names.
-const (
-	ConnDialing     = session.ConnDialing     // CONNECT sent, no answer yet
-	ConnAuthPending = session.ConnAuthPending // accepted, waiting for the dialer's pre-shared-key proof
-	ConnOpen        = session.ConnOpen        // established, both directions open
-	ConnReadClosed  = session.ConnReadClosed  // the peer closed its writing side (its FIN was received)
-	ConnWriteClosed = session.ConnWriteClosed // CloseWrite: this side sent its FIN
-	ConnClosing     = session.ConnClosing     // Close sent FIN; waiting for the peer's
-	ConnClosed      = session.ConnClosed      // both directions closed
-	ConnFailed      = session.ConnFailed      // reset, or the peer failed
-)
-
-// The lanes, as Config.Lane and $UCXNET_LANE name them.
-const (
-	LaneAuto = session.LaneAuto // ucxnet picks per peer (the default)
-	LaneUCX  = session.LaneUCX  // UCX active messages
-	LaneTCP  = session.LaneTCP  // a kernel TCP connection (Go's net)
-)
+// Warning says what is wrong when the loaded release differs from the one
+// ucxnet was built against in a way that matters, or "": a loaded release
+// older than the headers may lack functions or flags the build uses (UCX
+// keeps its API backward compatible, not forward), and another major
+// release is another API. A newer minor release than the headers is fine.
+func (l UCXLibrary) Warning() string { return session.UCXLibrary(l).Warning() }
 
 // DefaultDialTimeout bounds a dial whose Dialer has no Timeout and whose
 // context has no deadline.
@@ -127,7 +94,9 @@ const MetaUCXRelease = session.MetaUCXRelease
 // MinPSKLen is the shortest pre-shared key accepted.
 const MinPSKLen = session.MinPSKLen
 
-// Network is the network name of ucxnet's addresses: "ucx".
+// Network is the network name of ucxnet addresses and the one Dial and
+// Listen take ("tcp", "tcp4" and "tcp6" are accepted too, so that code such
+// as net/http's transport, which always dials "tcp", works unchanged).
 const Network = session.Network
 
 // StatsOff, as Config.StatsDir or $UCXNET_STATS_DIR, serves no stats
@@ -177,7 +146,14 @@ func PublishExpvar() error { return session.PublishExpvar() }
 
 // Snapshots returns a Snapshot of every open transport of the process,
 // sorted by transport name.
-func Snapshots() []Snapshot { return session.Snapshots() }
+func Snapshots() []Snapshot {
+	ss := session.Snapshots()
+	out := make([]Snapshot, len(ss))
+	for i, s := range ss {
+		out[i] = snapshot(s)
+	}
+	return out
+}
 
 // StatsDir returns the directory of the stats sockets that cfgDir (a
 // Config.StatsDir) selects: cfgDir, else $UCXNET_STATS_DIR, else ".stats"
@@ -186,4 +162,4 @@ func Snapshots() []Snapshot { return session.Snapshots() }
 func StatsDir(cfgDir string) (string, error) { return session.StatsDir(cfgDir) }
 
 // UCX returns the UCX library in use.
-func UCX() UCXLibrary { return session.UCX() }
+func UCX() UCXLibrary { return UCXLibrary(session.UCX()) }

@@ -30,7 +30,7 @@ func (c *Conn) opErr(op string, err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
-	return &net.OpError{Op: op, Net: Network, Source: c.s.LocalAddr(), Addr: c.s.RemoteAddr(), Err: err}
+	return &net.OpError{Op: op, Net: Network, Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
 
 // Read reads data from the conn. After the peer's Close or CloseWrite and
@@ -108,15 +108,15 @@ func (c *Conn) SetWriteDeadline(t time.Time) error { return c.setDeadline("write
 
 // LocalAddr returns the local address: the listener's name for an accepted
 // conn, the transport's name and conn id for a dialed one.
-func (c *Conn) LocalAddr() net.Addr { return c.s.LocalAddr() }
+func (c *Conn) LocalAddr() net.Addr { return faceAddr(c.s.LocalAddr()) }
 
 // RemoteAddr returns the remote address: the dialed name for a dialed
 // conn, the dialer's transport name and conn id for an accepted one.
-func (c *Conn) RemoteAddr() net.Addr { return c.s.RemoteAddr() }
+func (c *Conn) RemoteAddr() net.Addr { return faceAddr(c.s.RemoteAddr()) }
 
 // Stats returns a snapshot of the conn's statistics. It takes the conn's
 // lock briefly and never blocks on the network.
-func (c *Conn) Stats() ConnStats { return c.s.Stats() }
+func (c *Conn) Stats() ConnStats { return ConnStats(c.s.Stats()) }
 
 // Lane returns the lane the conn runs on — "ucx" or "tcp" (a kernel TCP
 // connection) — and why it was chosen, e.g. "kernel tcp: no UCX transport

@@ -58,7 +58,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	if err := checkNetwork(network); err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
 	}
-	sd := session.Dialer{Timeout: d.Timeout, Transport: d.Transport.session(), PSK: d.PSK, KeepAlive: d.KeepAlive}
+	sd := d.session()
 	s, err := sd.DialStream(ctx, address)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: err}
@@ -74,4 +74,9 @@ func checkNetwork(network string) error {
 		return nil
 	}
 	return net.UnknownNetworkError(network)
+}
+
+// session returns the session's Dialer with d's fields.
+func (d *Dialer) session() session.Dialer {
+	return session.Dialer{Timeout: d.Timeout, Transport: d.Transport.session(), PSK: d.PSK, KeepAlive: d.KeepAlive}
 }

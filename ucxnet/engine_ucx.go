@@ -29,8 +29,8 @@ func init() {
 			_, ok := eng.(*progress.Engine)
 			return ok
 		},
-		Library: func() UCXLibrary {
-			return UCXLibrary{Version: progress.Version(), BuiltFor: progress.BuildRelease(), Path: progress.LibraryPath()}
+		Library: func() session.UCXLibrary {
+			return session.UCXLibrary{Version: progress.Version(), BuiltFor: progress.BuildRelease(), Path: progress.LibraryPath()}
 		},
 		Offer: func(addr []byte) (session.AddressOffer, error) {
 			o, err := progress.Offer(addr)
@@ -43,7 +43,7 @@ func init() {
 
 // startUCX starts a UCX worker and its progress engine for cfg,
 // delivering to h; it fails with ErrUnsupported in a build without UCX.
-func startUCX(cfg Config, h engine.Handler) (engine.Engine, error) {
+func startUCX(cfg session.Config, h engine.Handler) (engine.Engine, error) {
 	eng, err := progress.Start(progress.Config{Settings: ucxSettings(cfg.UCX), Spin: cfg.Spin, SpinMax: cfg.SpinMax}, h)
 	if err != nil {
 		return nil, err

@@ -60,8 +60,7 @@ func (lc *ListenConfig) Listen(ctx context.Context, network, name string) (net.L
 	if name == "" {
 		name = registry.UniqueName() // here, so that an error names it
 	}
-	slc := session.ListenConfig{Transport: lc.Transport.session(), Service: lc.Service, Meta: lc.Meta,
-		Backlog: lc.Backlog, PSK: lc.PSK, KeepAlive: lc.KeepAlive}
+	slc := lc.session()
 	l, err := slc.Listen(ctx, name)
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}
@@ -74,7 +73,7 @@ func (l *Listener) opErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &net.OpError{Op: op, Net: Network, Addr: l.l.Addr(), Err: err}
+	return &net.OpError{Op: op, Net: Network, Addr: l.Addr(), Err: err}
 }
 
 // Accept waits for and returns the next conn, a *Conn. After Close it
@@ -94,4 +93,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) Close() error { return l.opErr("close", l.l.Close()) }
 
 // Addr returns the listener's name.
-func (l *Listener) Addr() net.Addr { return l.l.Addr() }
+func (l *Listener) Addr() net.Addr { return faceAddr(l.l.Addr()) }
+
+// session returns the session's ListenConfig with lc's fields.
+func (lc *ListenConfig) session() session.ListenConfig {
+	return session.ListenConfig{Transport: lc.Transport.session(), Service: lc.Service, Meta: lc.Meta,
+		Backlog: lc.Backlog, PSK: lc.PSK, KeepAlive: lc.KeepAlive}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/engine/memengine"
+	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -108,7 +109,7 @@ func newPairOf(t testing.TB, cfg Config, newT func(Config) *Transport) *pair {
 // newMemTransport starts a transport over the in-memory engine network n.
 func newMemTransport(t testing.TB, n *memengine.Network, cfg Config) *Transport {
 	t.Helper()
-	tr, err := newTransportOn(cfg, func(_ Config, h engine.Handler) (engine.Engine, error) { return n.Start(h) })
+	tr, err := newTransportOn(cfg, func(_ session.Config, h engine.Handler) (engine.Engine, error) { return n.Start(h) })
 	require.NoError(t, err)
 	return tr
 }

@@ -25,7 +25,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 // newTransportOn starts a transport whose engines start makes: UCX ones,
 // or the in-memory ones of tests.
 func newTransportOn(cfg Config, start session.StartEngine) (*Transport, error) {
-	t, err := session.NewTransport(cfg, start)
+	t, err := session.NewTransport(session.Config(cfg), start)
 	if err != nil {
 		return nil, err
 	}
@@ -74,19 +74,22 @@ func (t *Transport) Close() error { return t.t.Close() }
 // waiting for Accept, open, or closed and waiting for the peer's FIN.
 // Conns that are finished (both sides closed, reset or failed) are not
 // listed. The oldest come first.
-func (t *Transport) Conns() []ConnStats { return t.t.Conns() }
+func (t *Transport) Conns() []ConnStats { return connStats(t.t.Conns()) }
 
 // LaneStats returns the kernel-TCP lane's counters.
-func (t *Transport) LaneStats() LaneStats { return t.t.LaneStats() }
+func (t *Transport) LaneStats() LaneStats { return LaneStats(t.t.LaneStats()) }
 
 // LaneTo returns the lane a dial to name would take, and why.
-func (t *Transport) LaneTo(name string) (LaneInfo, error) { return t.t.LaneTo(name) }
+func (t *Transport) LaneTo(name string) (LaneInfo, error) {
+	info, err := t.t.LaneTo(name)
+	return LaneInfo(info), err
+}
 
 // Snapshot returns the transport's state now.
-func (t *Transport) Snapshot() Snapshot { return t.t.Snapshot() }
+func (t *Transport) Snapshot() Snapshot { return snapshot(t.t.Snapshot()) }
 
 // Stats returns the transport's counters.
-func (t *Transport) Stats() Stats { return t.t.Stats() }
+func (t *Transport) Stats() Stats { return Stats(t.t.Stats()) }
 
 // StatsSocket returns the path of the transport's stats socket, "" if it
 // has none.

@@ -7,19 +7,13 @@ import "net"
 // as net/http's transport, which always dials "tcp", works unchanged).
 const Network = "ucx"
 
-// Addr is a ucxnet address: a name in the registry, and for a conn's end
-// the conn's id at that end.
-//
-// A listener's Addr is the name it published ("echo"), which Dial accepts.
-// A conn's LocalAddr and RemoteAddr name both ends as "name:id", the form
-// net.SplitHostPort splits (a name containing ':' is bracketed, as
-// net.JoinHostPort does for IPv6): the host is the end's transport or
-// listener name, the port its conn id in 16 hex digits, e.g.
-// "echo:4f1c0a9b2d3e5f60". One end's LocalAddr is the other's RemoteAddr.
-// Dial accepts "name:id" too (the id is ignored, as a port is).
+// Addr is a ucxnet address, a registry name and for a conn's end the
+// conn's id at that end. Its fields mean what ucxnet.Addr's do: ucxnet
+// converts one to the other, so the two have the same fields in the same
+// order.
 type Addr struct {
 	Name string
-	ID   uint64 // the conn's id at this end; 0: a name only (a listener, or a dial not yet answered)
+	ID   uint64
 }
 
 // Network returns "ucx".

@@ -29,45 +29,27 @@ const (
 )
 
 // ConnStats is a snapshot of one conn (Conn.Stats, Transport.Conns). Its
-// JSON form is what `ucxnet ls --json` prints.
+// fields and JSON tags mean what ucxnet.ConnStats's do: ucxnet converts
+// one to the other, so the two have the same fields in the same order.
 type ConnStats struct {
-	ID     uint64 `json:"id"`     // the conn's id at this end
-	Local  string `json:"local"`  // LocalAddr().String()
-	Remote string `json:"remote"` // RemoteAddr().String()
-	Dialed bool   `json:"dialed"` // made by Dial (else accepted)
-	// Lane is "ucx" or "tcp" (a kernel TCP connection), LaneReason why the
-	// conn is on it (see Conn.Lane).
-	Lane       string `json:"lane"`
-	LaneReason string `json:"lane_reason"`
-	// Transports are the UCX transports and devices carrying the conn
-	// (Conn.Transports); "tcp(kernel)" on the kernel-TCP lane.
-	Transports []string `json:"transports"`
-	State      string   `json:"state"` // one of the Conn* state names
-	// BytesIn and BytesOut count payload bytes received from the peer
-	// (read or not) and written to it (handed to the transport, or queued
-	// in the conn's open frame). FramesIn and FramesOut count the data
-	// frames that carried them on the UCX lane; the kernel-TCP lane has
-	// no frames (0).
-	BytesIn   uint64 `json:"bytes_in"`
-	BytesOut  uint64 `json:"bytes_out"`
-	FramesIn  uint64 `json:"frames_in"`
-	FramesOut uint64 `json:"frames_out"`
-	// SendWindow is how many bytes the peer's receive window lets this
-	// side send now; RecvWindow is the window this side grants the peer;
-	// Unread counts bytes received but not yet read; Queued counts bytes
-	// written but still in the conn's open frame (not yet handed to UCX).
-	// UCX lane only: 0 on the kernel-TCP lane, where the kernel keeps them.
-	SendWindow uint64 `json:"send_window"`
-	RecvWindow uint64 `json:"recv_window"`
-	Unread     uint64 `json:"unread"`
-	Queued     uint64 `json:"queued"`
-	// Age is how long ago the conn was made.
-	Age time.Duration `json:"age_ns"`
-	// RTT is the round trip to the peer: on the UCX lane that of the
-	// peer's last answered keepalive PING (per peer, sent only when the
-	// peer has been silent for a while: see Config.KeepAlive), on the
-	// kernel-TCP lane the kernel's smoothed estimate. 0: not measured yet.
-	RTT time.Duration `json:"rtt_ns"`
+	ID         uint64        `json:"id"`
+	Local      string        `json:"local"`
+	Remote     string        `json:"remote"`
+	Dialed     bool          `json:"dialed"`
+	Lane       string        `json:"lane"`
+	LaneReason string        `json:"lane_reason"`
+	Transports []string      `json:"transports"`
+	State      string        `json:"state"`
+	BytesIn    uint64        `json:"bytes_in"`
+	BytesOut   uint64        `json:"bytes_out"`
+	FramesIn   uint64        `json:"frames_in"`
+	FramesOut  uint64        `json:"frames_out"`
+	SendWindow uint64        `json:"send_window"`
+	RecvWindow uint64        `json:"recv_window"`
+	Unread     uint64        `json:"unread"`
+	Queued     uint64        `json:"queued"`
+	Age        time.Duration `json:"age_ns"`
+	RTT        time.Duration `json:"rtt_ns"`
 }
 
 // Stats returns a snapshot of the conn's statistics. It takes the conn's

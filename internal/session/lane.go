@@ -119,12 +119,13 @@ func (c *Conn) Lane() (name, reason string) {
 	return LaneUCX, c.laneWhy
 }
 
-// LaneInfo says which lane a dial to name from t would take, and why (for
-// ucxnet info and demo). It resolves name but connects to nothing.
+// LaneInfo says which lane a dial to a name would take, and why. Its
+// fields mean what ucxnet.LaneInfo's do: ucxnet converts one to the other,
+// so the two have the same fields in the same order.
 type LaneInfo struct {
-	Lane      string   // LaneUCX or LaneTCP; "" when neither reaches the peer
-	Reason    string   // why (or why neither)
-	Endpoints []string // the TCP endpoints the entry publishes that a dial would try
+	Lane      string
+	Reason    string
+	Endpoints []string
 }
 
 // LaneTo returns the lane a dial to name would take, and why.

@@ -13,17 +13,16 @@ import (
 )
 
 // Snapshot is the state of one transport: its counters, listeners and
-// conns. Its JSON form is a stats socket's answer (see StatsDir) and what
-// PublishExpvar publishes.
+// conns. Its fields and JSON tags mean what ucxnet.Snapshot's do: ucxnet
+// copies one into the other field by field, so the two have the same
+// fields in the same order.
 type Snapshot struct {
-	PID       int       `json:"pid"`
-	Program   string    `json:"program"`   // the process's executable name
-	Transport string    `json:"transport"` // Transport.Name
-	Listeners []string  `json:"listeners"` // the names it listens on
-	Stats     Stats     `json:"stats"`
-	Lane      LaneStats `json:"lane"` // the kernel-TCP lane's counters
-	// Conns are the transport's conns, oldest first, at most
-	// MaxSnapshotConns; ConnsOmitted counts those left out.
+	PID          int         `json:"pid"`
+	Program      string      `json:"program"`
+	Transport    string      `json:"transport"`
+	Listeners    []string    `json:"listeners"`
+	Stats        Stats       `json:"stats"`
+	Lane         LaneStats   `json:"lane"`
 	Conns        []ConnStats `json:"conns"`
 	ConnsOmitted int         `json:"conns_omitted,omitempty"`
 }

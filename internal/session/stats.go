@@ -16,50 +16,37 @@ type counters struct {
 	keepAliveStopped                               atomic.Uint64
 }
 
-// Stats are a Transport's counters.
+// Stats are a Transport's counters. Its fields mean what ucxnet.Stats's
+// do: ucxnet converts one to the other, so the two have the same fields in
+// the same order.
 type Stats struct {
-	Dials          uint64 // dials started
-	Accepts        uint64 // conns accepted into a listener's queue
-	Refused        uint64 // CONNECTs refused (no listener, backlog full, failed authentication)
-	FramesIn       uint64 // frames received
-	BytesIn        uint64 // payload bytes received
-	FramesOut      uint64 // data frames sent
-	BytesOut       uint64 // payload bytes sent
-	BadFrames      uint64 // frames dropped as malformed
-	UnknownConn    uint64 // frames for conn ids this transport does not have
-	Duplicates     uint64 // duplicate frames dropped
-	ResetsSent     uint64 // RST frames sent
-	ResetsReceived uint64 // RST frames received
-	ProtocolResets uint64 // conns reset because the peer broke the protocol
-	PeerFailures   uint64 // endpoints UCX reported as failed
-	AuthFailures   uint64 // handshakes refused for a wrong or missing pre-shared key
-	OpenConns      uint64 // conns in the conn table now
-	Peers          uint64 // endpoints now
-	InflightSends  uint64 // sends whose buffers UCX still owns
-	ZeroCopyFrames uint64 // data frames sent straight from the writer's memory (see Config.CopyWrites)
-	StalledPeers   uint64 // endpoints force-closed because the peer stopped draining a zero-copy send
-	// ForeignFrames counts frames dropped because they named a conn but
-	// came from another endpoint than the one the conn was made with.
+	Dials             uint64
+	Accepts           uint64
+	Refused           uint64
+	FramesIn          uint64
+	BytesIn           uint64
+	FramesOut         uint64
+	BytesOut          uint64
+	BadFrames         uint64
+	UnknownConn       uint64
+	Duplicates        uint64
+	ResetsSent        uint64
+	ResetsReceived    uint64
+	ProtocolResets    uint64
+	PeerFailures      uint64
+	AuthFailures      uint64
+	OpenConns         uint64
+	Peers             uint64
+	InflightSends     uint64
+	ZeroCopyFrames    uint64
+	StalledPeers      uint64
 	ForeignFrames     uint64
-	PingsSent         uint64 // keepalive probes sent (see Config.KeepAlive)
-	KeepAliveFailures uint64 // peers taken for dead because they stayed silent past KeepAlive
-	// KeepAliveStopped counts the times a peer silent past KeepAlive was
-	// kept because its process is stopped (a debugger, SIGSTOP) on this
-	// host; it is looked at again each KeepAlive.
-	KeepAliveStopped uint64
-	IdlePeersClosed  uint64 // endpoints closed because no conn used them
-	// QueuedWrites counts small writes that found the engine busy or the
-	// path to their peer backed up and went into the conn's open frame,
-	// sent shortly after, coalesced with the conn's following small
-	// writes.
-	QueuedWrites uint64
-	// ConnectsDropped counts CONNECTs dropped unanswered because
-	// answering would have made an endpoint beyond the budget for
-	// endpoints made from CONNECTs' addresses: a second address named
-	// from one sender's endpoint, or one over the rate (128 at once, 128 a
-	// second per Transport). Their dials fail after twice KeepAlive.
-	// docs/RELIABILITY.md describes the flood this bounds.
-	ConnectsDropped uint64
+	PingsSent         uint64
+	KeepAliveFailures uint64
+	KeepAliveStopped  uint64
+	IdlePeersClosed   uint64
+	QueuedWrites      uint64
+	ConnectsDropped   uint64
 }
 
 // Stats returns the transport's counters.

@@ -30,20 +30,15 @@ type laneConns struct {
 	lane.Counters
 }
 
-// LaneStats are a Transport's kernel-TCP lane counters.
+// LaneStats are a Transport's kernel-TCP lane counters. Its fields mean
+// what ucxnet.LaneStats's do: ucxnet converts one to the other, so the two
+// have the same fields in the same order.
 type LaneStats struct {
-	OpenConns uint64 // conns on the TCP lane now
-	// Garbage counts TCP conns closed because their first bytes were not
-	// a ucxnet preamble (a port scanner, another protocol).
-	Garbage uint64
-	// Oversized counts preambles whose fields were out of bounds.
+	OpenConns uint64
+	Garbage   uint64
 	Oversized uint64
-	// Timeouts counts preambles not done within the handshake timeout
-	// (or cut short by the dialer).
-	Timeouts uint64
-	// OverCap counts TCP conns closed at once because the listener
-	// already had 64 conns in their preamble.
-	OverCap uint64
+	Timeouts  uint64
+	OverCap   uint64
 }
 
 // LaneStats returns the kernel-TCP lane's counters.

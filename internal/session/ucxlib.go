@@ -10,16 +10,13 @@ import (
 	"github.com/ucxnet/ucxnet/registry"
 )
 
-// UCXLibrary describes the UCX library this process runs on.
+// UCXLibrary describes the UCX library this process runs on. Its fields
+// mean what ucxnet.UCXLibrary's do: ucxnet converts one to the other, so
+// the two have the same fields in the same order.
 type UCXLibrary struct {
-	// Version is the release loaded, e.g. "1.13.1"; "" in a build without
-	// UCX (no cgo, or not Linux).
-	Version string
-	// BuiltFor is the release whose headers ucxnet was compiled against,
-	// as major.minor ("1.13").
+	Version  string
 	BuiltFor string
-	// Path is the file the UCP library was loaded from, if known.
-	Path string
+	Path     string
 }
 
 // UCX returns the UCX library in use.
