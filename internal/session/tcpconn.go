@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/auth"
+	"github.com/ucxnet/ucxnet/internal/deadline"
 	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/registry"
 )
@@ -85,7 +86,8 @@ func (lc *laneConns) closeAll() {
 
 // newLaneConn returns a conn on the TCP lane over tc.
 func newLaneConn(t *Transport, tc *net.TCPConn, laddr, raddr Addr, why string) *Conn {
-	return &Conn{t: t, laddr: laddr, raddr: raddr, lane: &lane.Conn{TC: tc}, laneWhy: why, born: time.Now()}
+	return &Conn{t: t, laddr: laddr, raddr: raddr, lane: &lane.Conn{TC: tc}, laneWhy: why, born: time.Now(),
+		closedCh: make(chan struct{})}
 }
 
 // dialTCP dials entry e over the TCP lane: the endpoints in order, then
@@ -255,7 +257,13 @@ func (c *Conn) laneWrite(b []byte) (int, error) {
 	return n, laneErr(err)
 }
 
+// laneClose closes c's TCP conn; Closed reports it from then on.
 func (c *Conn) laneClose() error {
+	c.mu.Lock()
+	if !deadline.Closed(c.closedCh) {
+		close(c.closedCh)
+	}
+	c.mu.Unlock()
 	c.t.lanes.remove(c)
 	return laneErr(c.lane.TC.Close())
 }

@@ -67,6 +67,24 @@ func TestTCPLaneEcho(t *testing.T) {
 	require.Equal(t, uint64(2), p.client.LaneStats().OpenConns+p.server.LaneStats().OpenConns)
 }
 
+// Closed reports whether Close was called, on either lane (the face
+// checks it before it sets a deadline).
+func TestConnClosed(t *testing.T) {
+	for _, name := range []string{LaneTCP, LaneUCX} {
+		t.Run(name, func(t *testing.T) {
+			p := newPair(t, Config{Lane: name})
+			c, s := p.conns(t)
+			defer s.Close()
+			sc := c.(*testConn)
+			require.False(t, sc.Closed())
+			require.NoError(t, c.Close())
+			require.True(t, sc.Closed())
+			require.ErrorIs(t, c.Close(), net.ErrClosed)
+			require.True(t, sc.Closed())
+		})
+	}
+}
+
 // The key acceptance test: x/net/nettest's conformance suite over the
 // kernel-TCP lane.
 func TestTCPLaneNetTest(t *testing.T) {
