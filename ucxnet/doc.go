@@ -36,8 +36,9 @@
 // and Config.Logger records the rare events (peer failures, refused
 // handshakes, dropped frames) to a log/slog logger.
 //
-// The package is a thin face: Conn, Listener, Dialer and Transport block,
-// keep deadlines and report *net.OpError over the streams of ucxnet's
-// conn core, an internal package that does the protocol; when the package
-// is initialised it hands that core the UCX progress engine.
+// The package is a thin face over the streams of ucxnet's conn core, an
+// internal package that does the protocol and whose streams block: Conn,
+// Listener, Dialer and Transport keep deadlines and report *net.OpError.
+// When the package is initialised it hands that core the UCX progress
+// engine.
 package ucxnet

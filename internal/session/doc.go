@@ -4,9 +4,11 @@
 // the owned types they are built from. Package ucxnet is the face that
 // applications see: its Conn, Listener, ListenConfig, Dialer and
 // Transport hold this package's and add what net.Conn and net.Listener
-// promise (blocking with deadlines, *net.OpError); its data types
-// (Config, Stats, ConnStats, Snapshot, Addr...), constants and error
-// values are this package's under ucxnet's names.
+// promise (deadlines, *net.OpError). Its data types (Config, Stats,
+// ConnStats, Snapshot, Addr...) are its own, documented there; this
+// package's have the same fields in the same order, and ucxnet converts
+// between them. Its constants and error values are this package's under
+// ucxnet's names.
 //
 // The session imports no cgo package: not the UCX binding (internal/cucx)
 // nor the progress engine (internal/progress), and not ucxnet
