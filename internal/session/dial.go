@@ -17,25 +17,13 @@ const DefaultDialTimeout = 30 * time.Second
 const abandonedTTL = time.Minute
 
 // Dialer dials ucxnet names. The zero value dials on the default
-// transport.
+// transport. Its fields mean what ucxnet.Dialer's do (Transport is the
+// session's): ucxnet's copies them, and a test there checks that the two
+// have the same fields in the same order.
 type Dialer struct {
-	// Timeout bounds resolution and handshake; zero means
-	// DefaultDialTimeout (or the context's deadline, if sooner).
-	Timeout time.Duration
-	// Transport to dial from; nil means DefaultTransport.
+	Timeout   time.Duration
 	Transport *Transport
-	// PSK, if set, is a pre-shared key: the dial succeeds only with a
-	// listener that proves it knows the same key, and proves it to the
-	// listener in turn. Nil means the key in the file $UCXNET_PSK_FILE
-	// names, if set.
-	PSK []byte
-	// KeepAlive, if not zero, replaces the Transport's Config.KeepAlive
-	// for the conns this Dialer makes, as net.Dialer.KeepAlive does:
-	// how long their peer may stay silent before it is taken for dead
-	// (a dial it does not answer fails after twice that). Negative: no
-	// ucxnet keepalive for them (UCX's own detection remains). Probes
-	// are per peer: a peer is judged by the shortest positive KeepAlive
-	// among its conns, at the Transport's sweep interval.
+	PSK       []byte
 	KeepAlive time.Duration
 }
 

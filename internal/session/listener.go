@@ -13,26 +13,15 @@ import (
 )
 
 // ListenConfig configures Listen. The zero value listens on the default
-// transport.
+// transport. Its fields mean what ucxnet.ListenConfig's do (Transport is
+// the session's): ucxnet's copies them, and a test there checks that the
+// two have the same fields in the same order.
 type ListenConfig struct {
-	// Transport to listen on; nil means DefaultTransport.
 	Transport *Transport
-	// Service, if set, publishes the listener as an instance of this
-	// service name: dialing the service name reaches one of its live
-	// instances, and registry.Instances lists them all.
-	Service string
-	// Meta is published with the registry entry.
-	Meta map[string]string
-	// Backlog overrides the transport's Backlog for this listener.
-	Backlog int
-	// PSK, if set, is a pre-shared key dialers must prove they know
-	// (a CPace key exchange and a mutual proof in the handshake; see
-	// Dialer.PSK and docs/PROTOCOL.md §5).
-	// Nil means the key in the file $UCXNET_PSK_FILE names, if set.
-	PSK []byte
-	// KeepAlive, if not zero, replaces the Transport's Config.KeepAlive
-	// for the conns this listener accepts (see Dialer.KeepAlive);
-	// negative turns ucxnet's keepalive off for them.
+	Service   string
+	Meta      map[string]string
+	Backlog   int
+	PSK       []byte
 	KeepAlive time.Duration
 }
 
