@@ -32,8 +32,13 @@ func (a Addr) Network() string { return Network }
 func (a Addr) String() string { return session.Addr(a).String() }
 
 // faceAddr returns a session address (a session stream's or listener's)
-// as ucxnet's Addr.
-func faceAddr(a net.Addr) net.Addr { return Addr(a.(session.Addr)) }
+// as ucxnet's Addr; any other address (none today) as it is.
+func faceAddr(a net.Addr) net.Addr {
+	if sa, ok := a.(session.Addr); ok {
+		return Addr(sa)
+	}
+	return a
+}
 
 // UCXLibrary describes the UCX library this process runs on.
 type UCXLibrary struct {
