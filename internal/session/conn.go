@@ -155,7 +155,7 @@ func broadcast(ch *chan struct{}, waiting int) {
 // cancel channel dl (a Read's or Write's) or for c's close. c.mu is held,
 // and released while it waits.
 func (c *Conn) waitLocked(cond chan struct{}, waiting *int, dl <-chan struct{}) {
-	heldMu(&c.mu, "waitLocked needs Conn.mu")
+	held(&c.mu, "waitLocked needs Conn.mu")
 	*waiting++
 	c.mu.Unlock()
 	select {

@@ -11,7 +11,7 @@ package session
 //     only) call owner.check, which fails on any other goroutine and
 //     outside the handler. Two goroutines in one shard's handler at once
 //     fail too.
-//   - A ...Locked function asserts its lock held (heldMu, heldRW,
+//   - A ...Locked function asserts its lock held (held,
 //     heldW). Go's mutexes record no holder: the check is that a TryLock
 //     fails, so it misses a lock held by another goroutine, but never
 //     fails a caller that holds it.
@@ -86,31 +86,22 @@ func (o *owner) checkNow() {
 	}
 }
 
-// heldMu panics, if the checks are on, when mu is not locked.
-func heldMu(mu *sync.Mutex, rule string) {
+// locker is a sync.Mutex or sync.RWMutex: held checks either.
+type locker interface {
+	TryLock() bool
+	Unlock()
+}
+
+// held panics, if the checks are on, when mu (a sync.Mutex, or a
+// sync.RWMutex held either way) is not locked.
+func held(mu locker, rule string) {
 	if checkOwners {
-		heldMuNow(mu, rule)
+		heldNow(mu, rule)
 	}
 }
 
-// heldMuNow is heldMu's test.
-func heldMuNow(mu *sync.Mutex, rule string) {
-	if mu.TryLock() {
-		mu.Unlock()
-		panic("ucxnet/session: lock not held: " + rule)
-	}
-}
-
-// heldRW panics, if the checks are on, when mu is neither read- nor
-// write-locked.
-func heldRW(mu *sync.RWMutex, rule string) {
-	if checkOwners {
-		heldRWNow(mu, rule)
-	}
-}
-
-// heldRWNow is heldRW's test.
-func heldRWNow(mu *sync.RWMutex, rule string) {
+// heldNow is held's test.
+func heldNow(mu locker, rule string) {
 	if mu.TryLock() {
 		mu.Unlock()
 		panic("ucxnet/session: lock not held: " + rule)

@@ -101,9 +101,9 @@ func TestOwnerHandlerEnteredTwice(t *testing.T) {
 func TestOwnerLockHeld(t *testing.T) {
 	needOwnerChecks(t)
 	var mu sync.Mutex
-	require.Contains(t, panicOf(func() { heldMu(&mu, "rule") }), "lock not held: rule")
+	require.Contains(t, panicOf(func() { held(&mu, "rule") }), "lock not held: rule")
 	mu.Lock()
-	require.Empty(t, panicOf(func() { heldMu(&mu, "rule") }))
+	require.Empty(t, panicOf(func() { held(&mu, "rule") }))
 	mu.Unlock()
 
 	tr := &Transport{}

@@ -186,7 +186,7 @@ func claimedLocked(p *peer, from uintptr, self *Conn) bool {
 	if p == nil {
 		return false
 	}
-	heldRW(&p.sh.t.mu, "claimedLocked needs Transport.mu")
+	held(&p.sh.t.mu, "claimedLocked needs Transport.mu")
 	p.sh.owner.check()
 	if p.from == 0 || p.from == from {
 		return false
@@ -268,7 +268,7 @@ func (t *Transport) peerForLocked(s *shard, addr []byte, dial bool, at *shard, f
 // idlePeersLocked counts the endpoints without conns, on every shard.
 // t.mu is held.
 func (t *Transport) idlePeersLocked() int {
-	heldRW(&t.mu, "idlePeersLocked needs Transport.mu")
+	held(&t.mu, "idlePeersLocked needs Transport.mu")
 	n := 0
 	for _, s := range t.shards {
 		for _, p := range s.peers {
@@ -358,7 +358,7 @@ const (
 // an endpoint whose dial got a REFUSE or no answer is replaced on its own
 // rule (replaceLocked). t.mu is held.
 func (p *peer) staleLocked(now time.Time) bool {
-	heldRW(&p.sh.t.mu, "staleLocked needs Transport.mu")
+	held(&p.sh.t.mu, "staleLocked needs Transport.mu")
 	return len(p.conns) == 0 && p.hadConns && now.Sub(p.idleSince) > idleReuse
 }
 
@@ -368,14 +368,14 @@ func (p *peer) staleLocked(now time.Time) bool {
 // replaces its endpoint after a REFUSE (peer.replace), and UCX pairs the
 // two ends, so p then sends into nothing. t.mu is held.
 func (p *peer) remadeLocked(from uintptr) bool {
-	heldRW(&p.sh.t.mu, "remadeLocked needs Transport.mu")
+	held(&p.sh.t.mu, "remadeLocked needs Transport.mu")
 	return !p.hadConns && p.refusedFrom != 0 && from != 0 && p.refusedFrom != from
 }
 
 // replaceLocked reports whether a dial is to replace p's endpoint: p is
 // marked (peer.replace) and carries only dials given up on. t.mu is held.
 func (p *peer) replaceLocked() bool {
-	heldRW(&p.sh.t.mu, "replaceLocked needs Transport.mu")
+	held(&p.sh.t.mu, "replaceLocked needs Transport.mu")
 	if !p.replace {
 		return false
 	}
@@ -497,7 +497,7 @@ type probe struct {
 // of this process (stalled), p's silence counts from StallFloor at
 // most. t.mu is held.
 func livenessLocked(p *peer, now time.Time, stalled bool) (Verdict, *Conn) {
-	heldRW(&p.sh.t.mu, "livenessLocked needs Transport.mu")
+	held(&p.sh.t.mu, "livenessLocked needs Transport.mu")
 	if p.ka <= 0 {
 		return Alive, nil // keepalives off for all its conns
 	}

@@ -13,7 +13,7 @@ import (
 
 // dropLocked releases all received data not yet read. c.mu is held.
 func (c *Conn) dropLocked() {
-	heldMu(&c.mu, "dropLocked needs Conn.mu")
+	held(&c.mu, "dropLocked needs Conn.mu")
 	c.sh.eng.Release(c.in.Drop()...)
 }
 
@@ -21,7 +21,7 @@ func (c *Conn) dropLocked() {
 // stays readable after the conn leaves the transport (a peer's reset or
 // failure does not discard what already arrived). c.mu is held.
 func (c *Conn) keepLocked() {
-	heldMu(&c.mu, "keepLocked needs Conn.mu")
+	held(&c.mu, "keepLocked needs Conn.mu")
 	c.sh.eng.Release(c.in.Keep()...)
 }
 

@@ -148,7 +148,7 @@ func (t *Transport) engineStats() engine.Stats {
 
 // allPeersLocked lists the peers of every shard. t.mu is held.
 func (t *Transport) allPeersLocked() []*peer {
-	heldRW(&t.mu, "allPeersLocked needs Transport.mu")
+	held(&t.mu, "allPeersLocked needs Transport.mu")
 	var ps []*peer
 	for _, s := range t.shards {
 		for _, p := range s.peers {

@@ -34,7 +34,7 @@ func (c *Conn) terminate(err error, pol EndPolicy) {
 // terminateLocked is terminate's part under c.mu: it reports whether the
 // peer is to get an RST.
 func (c *Conn) terminateLocked(err error, pol EndPolicy) (rst bool) {
-	heldMu(&c.mu, "terminateLocked needs Conn.mu")
+	held(&c.mu, "terminateLocked needs Conn.mu")
 	if pol.Discard {
 		c.dropLocked()
 	}
