@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,24 +23,54 @@ import (
 // only ones), and returns both ends, the server's echoing.
 func dialPinned(t *testing.T, p *pair) (client, server *testConn) {
 	t.Helper()
+	c, err := pinnedDial(p)
+	require.NoError(t, err, "dial")
+	return acceptPinned(t, p, c)
+}
+
+// pinnedDial dials p's listener from the client's last worker, to be
+// accepted on the server's last worker.
+func pinnedDial(p *pair) (net.Conn, error) {
 	p.client.nextDial.Store(0)   // the next dial: shard 1 % workers
 	p.server.nextAccept.Store(0) // the next accept: shard 1 % workers
-	acc := make(chan net.Conn, 1)
-	go func() {
-		s, err := p.ln.Accept()
-		if err != nil {
-			t.Errorf("accept: %v", err)
-		}
-		acc <- s
-	}()
-	c, err := p.dialer.Dial(Network, p.ln.Addr().String())
-	require.NoError(t, err, "dial")
-	s := <-acc
-	require.NotNil(t, s)
+	return p.dialer.Dial(Network, p.ln.Addr().String())
+}
+
+// acceptPinned accepts the conn that c, a dial to p's listener, opened
+// (queued before its ACCEPT was sent), makes it echo, and returns both
+// ends after one round trip.
+func acceptPinned(t *testing.T, p *pair, c net.Conn) (client, server *testConn) {
+	t.Helper()
+	s, err := p.ln.Accept()
+	if err != nil {
+		c.Close()
+	}
+	require.NoError(t, err, "accept")
 	t.Cleanup(func() { c.Close(); s.Close() })
 	go func() { _, _ = io.Copy(s, s) }()
 	echoes(t, c, "ping")
 	return c.(*testConn), s.(*testConn)
+}
+
+// redialPinned is dialPinned for the first dial after the listener closed
+// its endpoint to the dialer's worker. Over UCX's tcp transport, under
+// load, the CONNECT of such a dial can be lost below the session: it never
+// reaches the listener's transport (seen about once in 100 runs, with four
+// test processes on two cores, and never with 300 ms between the close
+// and the dial). The dial then gets no answer and marks its endpoint for
+// replacement, so the next dial must succeed. A CONNECT that reached the
+// listener and went unanswered (what the claim rules once caused) still
+// fails the test.
+func redialPinned(t *testing.T, p *pair) (client, server *testConn) {
+	t.Helper()
+	in := p.server.Stats().FramesIn
+	c, err := pinnedDial(p)
+	if errors.Is(err, syscall.ECONNREFUSED) && p.server.Stats().FramesIn == in {
+		t.Logf("the CONNECT never reached the listener (%v): dialing again", err)
+		c, err = pinnedDial(p)
+	}
+	require.NoError(t, err, "dial")
+	return acceptPinned(t, p, c)
 }
 
 // waitNoConns waits until tr's conn table is empty.
