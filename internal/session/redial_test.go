@@ -55,8 +55,8 @@ func acceptPinned(t *testing.T, p *pair, c net.Conn) (client, server *testConn) 
 // redialPinned is dialPinned for the first dial after the listener closed
 // its endpoint to the dialer's worker. Over UCX's tcp transport, under
 // load, the CONNECT of such a dial can be lost below the session: it never
-// reaches the listener's transport (seen about once in 100 runs, with four
-// test processes on two cores, and never with 300 ms between the close
+// reaches the listener's transport (seen about once in 60–100 runs, with
+// four test processes on two cores, and never with 300 ms between the close
 // and the dial). The dial then gets no answer and marks its endpoint for
 // replacement, so the next dial must succeed. A CONNECT that reached the
 // listener and went unanswered (what the claim rules once caused) still
