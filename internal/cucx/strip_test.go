@@ -112,3 +112,31 @@ func TestPosixSegmentWithoutModeRejected(t *testing.T) {
 		}
 	}
 }
+
+// TestSysvRelabelledAsPosixRejected: the sysv interface (an 8-byte shmid)
+// given posix's checksum has a posix interface's lengths, but its id has
+// no posix mode flag: refused before UCX would assert on it.
+func TestSysvRelabelledAsPosixRejected(t *testing.T) {
+	for name, a := range realAddresses(t) {
+		info, err := validateAddress(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged := slices.Clone(a)
+		n := 0
+		for _, d := range info.devices {
+			for _, i := range d.ifaces {
+				if info.entries[i.entry].Name == "sysv" {
+					binary.LittleEndian.PutUint16(forged[i.start:], TransportChecksum("posix"))
+					n++
+				}
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		if err := CheckTransports(forged); !errors.Is(err, ErrBadTransport) {
+			t.Errorf("%s: sysv relabelled as posix: err %v, want ErrBadTransport", name, err)
+		}
+	}
+}
