@@ -24,3 +24,19 @@ func Info(tc *net.TCPConn) (rtt time.Duration, closed bool) {
 	})
 	return rtt, closed
 }
+
+// Unread returns how many bytes tc's receive queue holds that no Read
+// has taken (0 if the kernel does not say).
+func Unread(tc *net.TCPConn) int {
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = rc.Control(func(fd uintptr) {
+		if v, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ); err == nil {
+			n = v
+		}
+	})
+	return n
+}

@@ -10,3 +10,6 @@ import (
 // Info knows nothing off Linux: no round trip, not closed (the
 // kernel's error alone counts).
 func Info(*net.TCPConn) (time.Duration, bool) { return 0, false }
+
+// Unread knows nothing off Linux: 0.
+func Unread(*net.TCPConn) int { return 0 }

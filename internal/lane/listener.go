@@ -1,7 +1,7 @@
 package lane
 
 // The kernel-TCP lane's listening sockets: where they listen, the accept
-// loops, and the bound on connections still in their preamble.
+// loops, and the bounds on connections still in their preamble.
 
 import (
 	"errors"
@@ -11,9 +11,17 @@ import (
 	"time"
 )
 
-// MaxPending bounds a listener's TCP conns whose preamble is not done;
-// more are reset at once.
-const MaxPending = 64
+// The bounds on a listener's TCP conns whose preamble is not done: at most
+// MaxPending in all and MaxPendingPerSource from one source (an IPv4
+// address, an IPv6 /64), so that one source never holds more than half
+// and another always finds room. A conn beyond either bound takes the
+// place of the oldest idle conn (waiting for its peer, nothing unread),
+// of its own source when that source is at its bound, else of the source
+// holding the most; it is reset at once only when no conn there is idle.
+const (
+	MaxPending          = 64
+	MaxPendingPerSource = MaxPending / 2
+)
 
 // Listener is a ucxnet listener's kernel-TCP side: its sockets, the
 // endpoints it publishes, and its conns still in their preamble.
@@ -24,25 +32,36 @@ type Listener struct {
 	overCap   func()
 	wg        sync.WaitGroup
 	mu        sync.Mutex
-	pending   map[*net.TCPConn]struct{} // conns in their preamble
+	pending   map[*net.TCPConn]*preamble // conns in their preamble
+	sources   map[netip.Prefix]int       // how many of them each source holds
+	evicted   map[*net.TCPConn]struct{}  // reset to make room, serve not done
+	seq       uint64                     // admissions so far: pending's order
 	// reserved counts backlog places held for conns told OK but not yet
 	// queued: the dialer's dial returns at the OK.
 	reserved int
 	closed   bool
 }
 
+// preamble is what the listener knows of a conn in its preamble.
+type preamble struct {
+	src      netip.Prefix
+	seq      uint64 // admission order
+	peerTurn bool   // the conn waits for its peer's bytes
+}
+
 // Listen listens where ListenAddrs(devices) says, on one port where it
 // can, and calls serve(listener, conn) in a goroutine of its own for each
-// conn accepted
-// (overCap, for each conn reset because MaxPending were in their
-// preamble). serve must call Done when the conn's preamble ends. Listen
+// conn accepted (overCap, for each conn reset or evicted because the
+// preamble bounds were reached). serve must call Done when the conn's
+// preamble ends, and PeerTurn as the preamble goes back and forth. Listen
 // returns nil where there is no address to listen on.
 func Listen(devices string, serve func(*Listener, *net.TCPConn), overCap func()) (*Listener, error) {
 	addrs, err := ListenAddrs(devices)
 	if err != nil || len(addrs) == 0 {
 		return nil, err
 	}
-	tl := &Listener{serve: serve, overCap: overCap, pending: map[*net.TCPConn]struct{}{}}
+	tl := &Listener{serve: serve, overCap: overCap, pending: map[*net.TCPConn]*preamble{},
+		sources: map[netip.Prefix]int{}, evicted: map[*net.TCPConn]struct{}{}}
 	port := "0"
 	for _, a := range addrs {
 		ln, err := net.Listen("tcp", net.JoinHostPort(a.Bind, port))
@@ -103,7 +122,11 @@ func (tl *Listener) acceptLoop(ln *net.TCPListener) {
 			continue
 		}
 		backoff = 0
-		if !tl.admit(tc) {
+		ok, evicted := tl.admit(tc)
+		if evicted {
+			tl.overCap()
+		}
+		if !ok {
 			tl.overCap()
 			Reset(tc)
 			continue
@@ -122,16 +145,85 @@ func (tl *Listener) isClosed() bool {
 	return tl.closed
 }
 
-// admit records a conn in its preamble; false if the listener is closed
-// or MaxPending are already there.
-func (tl *Listener) admit(tc *net.TCPConn) bool {
+// Source is the source a conn from a is counted under: its IPv4 address,
+// or its IPv6 /64 (what one host is given).
+func Source(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	bits := 32
+	if a.Is6() {
+		bits = 64
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}
+
+// SourceOf is tc's source; the zero prefix if its address is unknown.
+func SourceOf(tc *net.TCPConn) netip.Prefix {
+	if ta, ok := tc.RemoteAddr().(*net.TCPAddr); ok {
+		return Source(ta.AddrPort().Addr())
+	}
+	return netip.Prefix{}
+}
+
+// admit records a conn in its preamble, evicting (resetting) an idle one
+// where the bounds say so; ok is false if the listener is closed or no
+// conn could make room.
+func (tl *Listener) admit(tc *net.TCPConn) (ok, evicted bool) {
+	src := SourceOf(tc)
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	if tl.closed || len(tl.pending) >= MaxPending {
-		return false
+	if tl.closed {
+		return false, false
 	}
-	tl.pending[tc] = struct{}{}
-	return true
+	if tl.sources[src] >= MaxPendingPerSource || len(tl.pending) >= MaxPending {
+		v := tl.victim(src, tl.sources[src] >= MaxPendingPerSource)
+		if v == nil {
+			return false, false
+		}
+		tl.forget(v)
+		tl.evicted[v] = struct{}{}
+		Reset(v)
+		evicted = true
+	}
+	tl.seq++
+	tl.pending[tc] = &preamble{src: src, seq: tl.seq, peerTurn: true}
+	tl.sources[src]++
+	return true, evicted
+}
+
+// victim is the conn to evict for a newcomer from src: the oldest idle
+// conn of src if ownSource, else of the source holding the most conns
+// that has an idle one; nil if none is idle.
+func (tl *Listener) victim(src netip.Prefix, ownSource bool) *net.TCPConn {
+	var best *net.TCPConn
+	var bestP *preamble
+	for tc, p := range tl.pending {
+		if ownSource && p.src != src || !p.peerTurn {
+			continue
+		}
+		if bestP != nil {
+			if n, bn := tl.sources[p.src], tl.sources[bestP.src]; n < bn || n == bn && p.seq > bestP.seq {
+				continue
+			}
+		}
+		if Unread(tc) > 0 {
+			continue // its peer's bytes are there: not idle, only not read yet
+		}
+		best, bestP = tc, p
+	}
+	return best
+}
+
+// forget removes tc from the conns in their preamble; tl.mu is held.
+func (tl *Listener) forget(tc *net.TCPConn) {
+	p, ok := tl.pending[tc]
+	if !ok {
+		return
+	}
+	delete(tl.pending, tc)
+	if tl.sources[p.src]--; tl.sources[p.src] <= 0 {
+		delete(tl.sources, p.src)
+	}
 }
 
 // Pending returns how many conns are in their preamble.
@@ -139,6 +231,25 @@ func (tl *Listener) Pending() int {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	return len(tl.pending)
+}
+
+// PeerTurn says whether tc now waits for its peer's bytes (true: it may
+// be evicted while nothing is unread) or is this side's to work on.
+func (tl *Listener) PeerTurn(tc *net.TCPConn, peer bool) {
+	tl.mu.Lock()
+	if p, ok := tl.pending[tc]; ok {
+		p.peerTurn = peer
+	}
+	tl.mu.Unlock()
+}
+
+// Evicted reports whether tc was reset to make room for a newer conn (its
+// error is then no fault of its own to count).
+func (tl *Listener) Evicted(tc *net.TCPConn) bool {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	_, ok := tl.evicted[tc]
+	return ok
 }
 
 // Reserve holds a backlog place for a conn about to be told OK; false if
@@ -164,6 +275,7 @@ func (tl *Listener) Unreserve() {
 // Done forgets a conn whose preamble ended.
 func (tl *Listener) Done(tc *net.TCPConn) {
 	tl.mu.Lock()
-	delete(tl.pending, tc)
+	tl.forget(tc)
+	delete(tl.evicted, tc)
 	tl.mu.Unlock()
 }
