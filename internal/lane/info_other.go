@@ -4,6 +4,7 @@ package lane
 
 import (
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -13,3 +14,10 @@ func Info(*net.TCPConn) (time.Duration, bool) { return 0, false }
 
 // Unread knows nothing off Linux: 0.
 func Unread(*net.TCPConn) int { return 0 }
+
+// deferAccept does nothing off Linux: a silent conn takes a preamble place
+// until evicted or cut.
+func deferAccept(_, _ string, _ syscall.RawConn) error { return nil }
+
+// HelloCame knows nothing off Linux: false.
+func HelloCame(*net.TCPConn) bool { return false }

@@ -4,6 +4,7 @@ package lane
 // loops, and the bounds on connections still in their preamble.
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -15,13 +16,19 @@ import (
 // MaxPending in all and MaxPendingPerSource from one source (an IPv4
 // address, an IPv6 /64), so that one source never holds more than half
 // and another always finds room. A conn beyond either bound takes the
-// place of the oldest idle conn (waiting for its peer, nothing unread),
-// of its own source when that source is at its bound, else of the source
-// holding the most; it is reset at once only when no conn there is idle.
+// place of a conn of its own source when that source is at its bound,
+// else of the source holding the most: the oldest whose hello had not all
+// come when it was accepted and is still not read (an honest dialer
+// sends it at once), else the oldest waiting for its key proof with
+// nothing unread, else the oldest of all.
 const (
 	MaxPending          = 64
 	MaxPendingPerSource = MaxPending / 2
 )
+
+// DeferAccept is how long the kernel holds a connection that sent nothing
+// before Accept sees it (Linux: TCP_DEFER_ACCEPT).
+const DeferAccept = 2 * time.Second
 
 // Listener is a ucxnet listener's kernel-TCP side: its sockets, the
 // endpoints it publishes, and its conns still in their preamble.
@@ -46,13 +53,31 @@ type Listener struct {
 type preamble struct {
 	src      netip.Prefix
 	seq      uint64 // admission order
+	heard    bool   // its whole hello came: unread at admission, or read
 	peerTurn bool   // the conn waits for its peer's bytes
+}
+
+// The ranks of conns to evict, lowest first.
+const (
+	rankSilent   = iota // its hello not all come
+	rankUnproven        // waiting for its key proof, nothing unread
+	rankBusy            // being worked on here, or its bytes unread
+)
+
+func (p *preamble) rank(tc *net.TCPConn) int {
+	switch {
+	case !p.heard:
+		return rankSilent
+	case p.peerTurn && Unread(tc) == 0:
+		return rankUnproven
+	}
+	return rankBusy
 }
 
 // Listen listens where ListenAddrs(devices) says, on one port where it
 // can, and calls serve(listener, conn) in a goroutine of its own for each
-// conn accepted (overCap, for each conn reset or evicted because the
-// preamble bounds were reached). serve must call Done when the conn's
+// conn accepted (overCap, for each conn evicted because the preamble
+// bounds were reached). serve must call Done when the conn's
 // preamble ends, and PeerTurn as the preamble goes back and forth. Listen
 // returns nil where there is no address to listen on.
 func Listen(devices string, serve func(*Listener, *net.TCPConn), overCap func()) (*Listener, error) {
@@ -63,10 +88,11 @@ func Listen(devices string, serve func(*Listener, *net.TCPConn), overCap func())
 	tl := &Listener{serve: serve, overCap: overCap, pending: map[*net.TCPConn]*preamble{},
 		sources: map[netip.Prefix]int{}, evicted: map[*net.TCPConn]struct{}{}}
 	port := "0"
+	lc := net.ListenConfig{Control: deferAccept}
 	for _, a := range addrs {
-		ln, err := net.Listen("tcp", net.JoinHostPort(a.Bind, port))
+		ln, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(a.Bind, port))
 		if err != nil && port != "0" {
-			ln, err = net.Listen("tcp", net.JoinHostPort(a.Bind, "0"))
+			ln, err = lc.Listen(context.Background(), "tcp", net.JoinHostPort(a.Bind, "0"))
 		}
 		if err != nil {
 			tl.Close()
@@ -126,8 +152,7 @@ func (tl *Listener) acceptLoop(ln *net.TCPListener) {
 		if evicted {
 			tl.overCap()
 		}
-		if !ok {
-			tl.overCap()
+		if !ok { // closed
 			Reset(tc)
 			continue
 		}
@@ -165,9 +190,8 @@ func SourceOf(tc *net.TCPConn) netip.Prefix {
 	return netip.Prefix{}
 }
 
-// admit records a conn in its preamble, evicting (resetting) an idle one
-// where the bounds say so; ok is false if the listener is closed or no
-// conn could make room.
+// admit records a conn in its preamble, evicting (resetting) another
+// where the bounds say so; false if the listener is closed.
 func (tl *Listener) admit(tc *net.TCPConn) (ok, evicted bool) {
 	src := SourceOf(tc)
 	tl.mu.Lock()
@@ -175,41 +199,39 @@ func (tl *Listener) admit(tc *net.TCPConn) (ok, evicted bool) {
 	if tl.closed {
 		return false, false
 	}
-	if tl.sources[src] >= MaxPendingPerSource || len(tl.pending) >= MaxPending {
-		v := tl.victim(src, tl.sources[src] >= MaxPendingPerSource)
-		if v == nil {
-			return false, false
-		}
+	ownSource := tl.sources[src] >= MaxPendingPerSource
+	if ownSource || len(tl.pending) >= MaxPending {
+		v := tl.victim(src, ownSource)
 		tl.forget(v)
 		tl.evicted[v] = struct{}{}
 		Reset(v)
 		evicted = true
 	}
 	tl.seq++
-	tl.pending[tc] = &preamble{src: src, seq: tl.seq, peerTurn: true}
+	tl.pending[tc] = &preamble{src: src, seq: tl.seq, heard: HelloCame(tc), peerTurn: true}
 	tl.sources[src]++
 	return true, evicted
 }
 
-// victim is the conn to evict for a newcomer from src: the oldest idle
-// conn of src if ownSource, else of the source holding the most conns
-// that has an idle one; nil if none is idle.
+// victim is the conn to evict for a newcomer from src, among the conns of
+// src if ownSource, else of the source holding the most: the oldest of
+// the lowest rank.
 func (tl *Listener) victim(src netip.Prefix, ownSource bool) *net.TCPConn {
 	var best *net.TCPConn
 	var bestP *preamble
+	bestRank := 0
 	for tc, p := range tl.pending {
-		if ownSource && p.src != src || !p.peerTurn {
+		if ownSource && p.src != src {
 			continue
 		}
+		r := p.rank(tc)
 		if bestP != nil {
-			if n, bn := tl.sources[p.src], tl.sources[bestP.src]; n < bn || n == bn && p.seq > bestP.seq {
+			n, bn := tl.sources[p.src], tl.sources[bestP.src]
+			if n < bn || n == bn && (r > bestRank || r == bestRank && p.seq > bestP.seq) {
 				continue
 			}
 		}
-		if Unread(tc) > 0 {
-			continue // its peer's bytes are there: not idle, only not read yet
-		}
-		best, bestP = tc, p
+		best, bestP, bestRank = tc, p, r
 	}
 	return best
 }
@@ -233,12 +255,13 @@ func (tl *Listener) Pending() int {
 	return len(tl.pending)
 }
 
-// PeerTurn says whether tc now waits for its peer's bytes (true: it may
-// be evicted while nothing is unread) or is this side's to work on.
+// PeerTurn says whether tc now waits for its peer's bytes (true: its key
+// proof) or is this side's to work on; its hello has been read either
+// way.
 func (tl *Listener) PeerTurn(tc *net.TCPConn, peer bool) {
 	tl.mu.Lock()
 	if p, ok := tl.pending[tc]; ok {
-		p.peerTurn = peer
+		p.heard, p.peerTurn = true, peer
 	}
 	tl.mu.Unlock()
 }

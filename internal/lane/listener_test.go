@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,9 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// heldListener is a loopback Listener whose serve holds each conn in its
-// preamble until release is closed, marking it this side's turn when
-// busy reports true for it (by arrival, from 0).
+// heldListener is a loopback Listener whose serve reads one byte of each
+// conn (the kernel holds a conn that sent nothing: DeferAccept), or its
+// hello and then calls PeerTurn(tc, turn(i) == "peer") where turn(i) is
+// not "" (by arrival, from 0), and holds it in its preamble until release
+// is closed.
 type heldListener struct {
 	*Listener
 	release chan struct{}
@@ -24,15 +27,18 @@ type heldListener struct {
 	order   []*net.TCPConn // the conns served, in arrival order
 }
 
-func newHeldListener(t *testing.T, busy func(i int) bool) *heldListener {
+func newHeldListener(t *testing.T, turn func(i int) string) *heldListener {
 	hl := &heldListener{release: make(chan struct{})}
 	tl, err := Listen("lo", func(tl *Listener, tc *net.TCPConn) {
 		hl.mu.Lock()
 		i := len(hl.order)
 		hl.order = append(hl.order, tc)
 		hl.mu.Unlock()
-		if busy(i) {
-			tl.PeerTurn(tc, false)
+		if turn(i) != "" {
+			_, _ = ReadHello(tc)
+			tl.PeerTurn(tc, turn(i) == "peer")
+		} else {
+			_, _ = tc.Read(make([]byte, 1))
 		}
 		hl.served.Add(1)
 		<-hl.release
@@ -53,17 +59,16 @@ func newHeldListener(t *testing.T, busy func(i int) bool) *heldListener {
 	return hl
 }
 
-// dial connects to hl, sends b and returns the conn once hl serves it.
+// dial connects to hl, sends b (at least a byte) and returns the conn once
+// hl serves it.
 func (hl *heldListener) dial(t *testing.T, b []byte) net.Conn {
 	t.Helper()
 	before := hl.served.Load()
 	nc, err := net.Dial("tcp", hl.Endpoints()[0].String())
 	require.NoError(t, err)
 	t.Cleanup(func() { nc.Close() })
-	if len(b) > 0 {
-		_, err = nc.Write(b)
-		require.NoError(t, err)
-	}
+	_, err = nc.Write(b)
+	require.NoError(t, err)
 	require.Eventually(t, func() bool { return hl.served.Load() > before }, 30*time.Second, time.Millisecond)
 	return nc
 }
@@ -91,57 +96,65 @@ func isTimeout(err error) bool {
 }
 
 // One source holds at most MaxPendingPerSource conns in their preamble:
-// the one beyond takes the place of the oldest idle one (silent, its
-// peer's turn), counted. A conn whose bytes wait unread, or that is this
-// side's turn, is not idle; with none idle the newcomer is reset. Close
-// closes the held ones and waits for their serve calls.
-func TestListenerPendingEvictsOldestIdle(t *testing.T) {
-	// Conn 0 is busy (this side's turn); conn 1 sent bytes that no one
-	// reads; the rest are silent.
-	hl := newHeldListener(t, func(i int) bool { return i == 0 })
+// the one beyond takes the place of one of them, counted: first the
+// oldest whose hello had not come when accepted (and is still not read),
+// then the oldest waiting for its key proof with nothing unread, then
+// the oldest of all. Close closes the held ones and waits for their serve
+// calls.
+func TestListenerPendingEvictionOrder(t *testing.T) {
+	const n = MaxPendingPerSource
+	// Conns 0 to 3: busy (this side's turn); 4 to 7: waiting for a key
+	// proof; 8: waiting for a proof that came (unread); the rest: their
+	// hello never all came.
+	hl := newHeldListener(t, func(i int) string {
+		switch {
+		case i < 4:
+			return "us"
+		case i < 9:
+			return "peer"
+		}
+		return ""
+	})
+	hello := AppendHello(nil, Hello{ID: 1, Name: "x"})
 	var conns []net.Conn
-	conns = append(conns, hl.dial(t, nil), hl.dial(t, []byte("x")))
-	for len(conns) < MaxPendingPerSource {
-		conns = append(conns, hl.dial(t, nil))
+	for i := range n {
+		b := []byte("x")
+		if i < 9 {
+			b = hello // all came: read later
+		}
+		conns = append(conns, hl.dial(t, b))
+		if i == 8 {
+			_, err := conns[8].Write([]byte("proof"))
+			require.NoError(t, err)
+		}
 	}
-	require.Equal(t, MaxPendingPerSource, hl.Pending())
+	require.Equal(t, n, hl.Pending())
 	require.Zero(t, hl.overCap.Load())
-
-	extra := hl.dial(t, nil)
-	require.True(t, cut(t, conns[2]), "the oldest idle conn makes room")
-	require.Equal(t, int32(1), hl.overCap.Load())
-	require.True(t, open(conns[0]), "a busy conn stays")
-	require.True(t, open(conns[1]), "a conn with bytes unread stays")
-	require.True(t, open(extra))
-	require.Equal(t, MaxPendingPerSource, hl.Pending())
+	for want := range []int{9, 10} {
+		hl.dial(t, hello)
+		require.True(t, cut(t, conns[9+want]), "a conn whose hello never came goes first, the oldest first")
+	}
+	for i := 11; i < n; i++ {
+		hl.dial(t, hello)
+	}
+	require.Equal(t, int32(n-9), hl.overCap.Load())
+	for _, i := range []int{4, 5, 6, 7, 0, 1, 2, 3, 8} {
+		require.True(t, open(conns[i]), "conn %d", i)
+		hl.dial(t, hello)
+		require.True(t, cut(t, conns[i]), "conn %d: the unproven ones go next, then the rest, the oldest first", i)
+	}
+	require.Equal(t, n, hl.Pending())
 	hl.mu.Lock()
-	require.True(t, hl.Evicted(hl.order[2]))
-	require.False(t, hl.Evicted(hl.order[3]))
+	require.True(t, hl.Evicted(hl.order[9]))
+	require.False(t, hl.Evicted(hl.order[n+1]))
 	hl.mu.Unlock()
 
 	close(hl.release)
 	hl.Close()
-	require.Equal(t, int32(MaxPendingPerSource+1), hl.served.Load())
+	require.Equal(t, int32(2*n), hl.served.Load())
 	require.Equal(t, 0, hl.Pending())
 	require.False(t, hl.Reserve(func(int) bool { return false }), "a closed listener reserves nothing")
-}
-
-// When no conn of the source is idle, the newcomer is reset at once.
-func TestListenerPendingNoneIdle(t *testing.T) {
-	hl := newHeldListener(t, func(int) bool { return true })
-	for range MaxPendingPerSource {
-		hl.dial(t, nil)
-	}
-	nc, err := net.Dial("tcp", hl.Endpoints()[0].String())
-	if err == nil { // so soon reset that the dial itself may see the RST
-		defer nc.Close()
-		require.True(t, cut(t, nc))
-	}
-	require.Eventually(t, func() bool { return hl.overCap.Load() == 1 }, 30*time.Second, time.Millisecond)
-	require.Equal(t, MaxPendingPerSource, hl.Pending())
-	require.True(t, hl.Reserve(func(int) bool { return false }))
-	require.False(t, hl.Reserve(func(reserved int) bool { return reserved >= 1 }))
-	hl.Unreserve()
+	require.True(t, func() bool { hl.mu.Lock(); defer hl.mu.Unlock(); return len(hl.order) == 2*n }())
 }
 
 // A source is an IPv4 address or an IPv6 /64.
@@ -155,7 +168,7 @@ func TestSource(t *testing.T) {
 // conn of the source holding the most, not the oldest of all: a source
 // that floods cannot push out another's conns.
 func TestListenerPendingBusiestSourcePays(t *testing.T) {
-	hl := newHeldListener(t, func(int) bool { return false })
+	hl := newHeldListener(t, func(int) string { return "" })
 	from := func(ip string) net.Conn {
 		t.Helper()
 		before := hl.served.Load()
@@ -163,6 +176,8 @@ func TestListenerPendingBusiestSourcePays(t *testing.T) {
 		nc, err := d.Dial("tcp", hl.Endpoints()[0].String())
 		require.NoError(t, err)
 		t.Cleanup(func() { nc.Close() })
+		_, err = nc.Write([]byte("x"))
+		require.NoError(t, err)
 		require.Eventually(t, func() bool { return hl.served.Load() > before }, 30*time.Second, time.Millisecond)
 		return nc
 	}
@@ -185,4 +200,21 @@ func TestListenerPendingBusiestSourcePays(t *testing.T) {
 		require.True(t, open(nc), "another source's conns stay")
 	}
 	require.Equal(t, int32(1), hl.overCap.Load())
+}
+
+// A conn that sends nothing is held by the kernel (Linux): it takes no
+// preamble place; one that sends a byte is served at once.
+func TestListenerDefersSilentConns(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("TCP_DEFER_ACCEPT is Linux's")
+	}
+	hl := newHeldListener(t, func(int) string { return "" })
+	silent, err := net.Dial("tcp", hl.Endpoints()[0].String())
+	require.NoError(t, err)
+	defer silent.Close()
+	nc := hl.dial(t, []byte("x"))
+	hl.mu.Lock()
+	defer hl.mu.Unlock()
+	require.Equal(t, nc.LocalAddr().String(), hl.order[0].RemoteAddr().String(), "the silent conn was served first")
+	require.Equal(t, 1, hl.Pending())
 }

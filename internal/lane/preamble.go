@@ -96,6 +96,20 @@ func ReadHello(r io.Reader) (Hello, error) {
 	return h, nil
 }
 
+// helloLen is the length of the dialer's hello whose fixed part b starts
+// with; false if b holds less than the fixed part.
+func helloLen(b []byte) (int, bool) {
+	if len(b) < HelloFixed {
+		return 0, false
+	}
+	b = b[len(Magic):]
+	n := HelloFixed + int(binary.LittleEndian.Uint16(b[10:])) + int(binary.LittleEndian.Uint16(b[12:]))
+	if b[0]&1 != 0 {
+		n += auth.ChallengeLen
+	}
+	return n, true
+}
+
 // AppendHello appends a dialer's preamble; h's names must be as ReadHello
 // takes them.
 func AppendHello(b []byte, h Hello) []byte {
