@@ -64,6 +64,9 @@ func (ts *tcpSide) mayGuess(src netip.Prefix, now time.Time) bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	b, ok := ts.guesses[src]
+	if !ok {
+		b, ok = ts.guesses[netip.Prefix{}] // the shared bucket, if src is counted there
+	}
 	return !ok || b.Tokens(now, guessBurst, guessRate) >= 1
 }
 

@@ -187,3 +187,30 @@ func TestDisplayName(t *testing.T) {
 	rand.Read(b)
 	require.NoError(t, registry.ValidName(displayName(string(b))))
 }
+
+// The failed proofs per source are bounded in memory: beyond
+// maxGuessSources sources recently failing, the rest share one bucket,
+// and a source counted there is throttled by it.
+func TestTCPGuessSourcesBounded(t *testing.T) {
+	ts := &tcpSide{guesses: map[netip.Prefix]*Bucket{}}
+	now := time.Now()
+	src := func(i int) netip.Prefix {
+		return lane.Source(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+	}
+	for i := range maxGuessSources {
+		ts.guessed(src(i), now)
+	}
+	require.Len(t, ts.guesses, maxGuessSources)
+	late := src(maxGuessSources)
+	for range guessBurst {
+		require.True(t, ts.mayGuess(late, now))
+		ts.guessed(late, now)
+	}
+	require.False(t, ts.mayGuess(late, now), "counted in the shared bucket")
+	require.LessOrEqual(t, len(ts.guesses), maxGuessSources+1)
+	// Once refilled, the sources are forgotten to make room.
+	later := now.Add(time.Duration(guessBurst/guessRate+1) * time.Second)
+	ts.guessed(src(maxGuessSources+1), later)
+	require.Len(t, ts.guesses, 1)
+	require.True(t, ts.mayGuess(late, later))
+}
