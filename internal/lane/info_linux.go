@@ -2,6 +2,7 @@ package lane
 
 import (
 	"net"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,4 +24,52 @@ func Info(tc *net.TCPConn) (rtt time.Duration, closed bool) {
 		}
 	})
 	return rtt, closed
+}
+
+// Unread returns how many bytes tc's receive queue holds that no Read
+// has taken (0 if the kernel does not say).
+func Unread(tc *net.TCPConn) int {
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = rc.Control(func(fd uintptr) {
+		if v, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ); err == nil {
+			n = v
+		}
+	})
+	return n
+}
+
+// deferAccept is a listening socket's Control: TCP_DEFER_ACCEPT, so that
+// the kernel hands a connection to Accept only once its first bytes came
+// (or after about DeferAccept): a silent connection takes no preamble
+// place meanwhile, and an honest one, whose hello comes at once, is never
+// idle while it has one.
+func deferAccept(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, int(DeferAccept/time.Second))
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// HelloCame reports whether tc's receive queue holds a whole dialer's
+// hello (as its fixed part says), without reading it.
+func HelloCame(tc *net.TCPConn) bool {
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var fix [HelloFixed]byte
+	n := 0
+	_ = rc.Control(func(fd uintptr) {
+		n, _, _ = unix.Recvfrom(int(fd), fix[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	})
+	need, ok := helloLen(fix[:max(n, 0)])
+	return ok && Unread(tc) >= need
 }

@@ -93,7 +93,9 @@ package session
 //	      outQueue.mu   the shard's queued peers, peer.outQ, failed
 //	      Conn.out      (never under outQueue.mu, nor it under this)
 //	Leaves, taken last: BufPool's and LogLimiter's mutexes, Transport.opMu,
-//	the face's Deadline's (its Wait, called under Conn.mu).
+//	tcpSide.mu (a listener's kernel-TCP side: failed key proofs per
+//	source, Buckets), the face's Deadline's (its Wait, called under
+//	Conn.mu).
 //
 // Owned by a shard's engine goroutine (its HandleEvents and Ticks), read
 // and written there alone: Conn.from, learnFrom, peerProc, early (an

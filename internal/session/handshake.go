@@ -175,7 +175,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 // has a key. It is bound to no endpoint yet: the first frame for it does
 // that (learnFrom).
 func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, s *shard) *Conn {
-	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: hello.LocalName, ID: hello.ConnID}, preAcceptWindow)
+	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: displayName(hello.LocalName), ID: hello.ConnID}, preAcceptWindow)
 	c.remoteID = hello.ConnID
 	c.sh = s
 	c.workers = t.multi() && hello.Features&stream.FeatureWorkers != 0

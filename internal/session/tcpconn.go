@@ -90,6 +90,20 @@ func newLaneConn(t *Transport, tc *net.TCPConn, laddr, raddr Addr, why string) *
 		closedCh: make(chan struct{})}
 }
 
+// laneDown is the error of a kernel-TCP dial that failed below the
+// listener's answers: no TCP connection, or one reset, closed or silent
+// before the listener said OK or refused, or not ucxnet's. The dial may
+// take the UCX lane then (Dialer.dialLane); a listener's refusal never
+// is one.
+type laneDown struct{ error }
+
+func (e laneDown) Unwrap() error { return e.error }
+
+// laneDownf is a laneDown refusal (ECONNREFUSED) saying what failed.
+func laneDownf(format string, args ...any) error {
+	return laneDown{withDetail(ErrRefused, format, args...)}
+}
+
 // dialTCP dials entry e over the TCP lane: the endpoints in order, then
 // the preamble.
 func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.AddrPort, psk []byte, raddr Addr, why string, ka time.Duration) (*Conn, error) {
@@ -98,7 +112,7 @@ func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.A
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, withDetail(ErrRefused, "%q over kernel tcp: %v", e.Name, err)
+		return nil, laneDownf("%q over kernel tcp: %v", e.Name, err)
 	}
 	id := lane.NewID()
 	c := newLaneConn(t, tc, Addr{Name: t.name, ID: id}, raddr, why)
@@ -139,18 +153,22 @@ func (c *Conn) dialPreamble(name string, psk []byte) error {
 	b := lane.AppendHello(make([]byte, 0, lane.MaxPreamble), lane.Hello{PSK: psk != nil, ID: c.id, Name: name,
 		LocalName: string(local), Challenge: a.challenge()})
 	if _, err := tc.Write(b); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
 	var r [lane.ReplyFixed]byte
 	if _, err := io.ReadFull(tc, r[:]); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: no answer to the preamble: %v", name, err)
+		return laneDownf("%q over kernel tcp: no answer to the preamble: %v", name, err)
 	}
 	reply, ok := lane.ParseReply(r)
 	if !ok {
-		return withDetail(ErrRefused, "%q over kernel tcp: the endpoint does not speak ucxnet", name)
+		return laneDownf("%q over kernel tcp: the endpoint does not speak ucxnet", name)
 	}
 	status, lpsk, lid := reply.Status, reply.PSK, reply.ID
-	if err := tcpStatusErr(status, name); err != nil {
+	refusal := "no listener of that name at its TCP endpoint, or it requires a pre-shared key"
+	if psk != nil {
+		refusal = "no listener of that name at its TCP endpoint, it has no pre-shared key, or this host failed too many key proofs of late"
+	}
+	if err := tcpStatusErr(status, name, refusal); err != nil {
 		return err
 	}
 	c.remoteID, c.raddr.ID = lid, lid // c is not shared yet
@@ -164,7 +182,7 @@ func (c *Conn) dialPreamble(name string, psk []byte) error {
 	}
 	nl := make([]byte, auth.ChallengeLen)
 	if _, err := io.ReadFull(tc, nl); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
 	a.hs.SetListenerChallenge(nl)
 	return c.proveTCP(a, lid, name)
@@ -179,19 +197,19 @@ func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 		return withDetail(ErrRefused, "listener %q: %v", name, err)
 	}
 	if _, err := tc.Write(mac); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
 	var st [1]byte
 	if _, err := io.ReadFull(tc, st[:]); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
-	if err := tcpStatusErr(st[0], name); err != nil {
+	if err := tcpStatusErr(st[0], name, "it refused the key proof: pre-shared key mismatch"); err != nil {
 		c.t.authFailed()
 		return err
 	}
 	theirs := make([]byte, auth.MACLen)
 	if _, err := io.ReadFull(tc, theirs); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
 	if !a.hs.Verify(auth.Listener, theirs, c.id, lid) {
 		c.t.authFailed()
@@ -200,21 +218,16 @@ func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 	return nil
 }
 
-// tcpStatusErr is the dial error a listener's status byte means.
-func tcpStatusErr(status byte, name string) error {
+// tcpStatusErr is the dial error a listener's status byte means; refusal
+// says what lane.StatusRefused means at this point of the preamble.
+func tcpStatusErr(status byte, name, refusal string) error {
 	switch status {
 	case lane.StatusOK:
 		return nil
-	case lane.StatusNoListener:
-		return withDetail(ErrRefused, "no listener named %q at its TCP endpoint", name)
-	case lane.StatusNeedPSK:
-		return withDetail(ErrRefused, "listener %q requires a pre-shared key", name)
-	case lane.StatusNoPSK:
-		return withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", name)
+	case lane.StatusRefused:
+		return withDetail(ErrRefused, "listener %q refused the dial (%s)", name, refusal)
 	case lane.StatusBacklogFull:
 		return withDetail(ErrRefused, "listener %q: backlog full", name)
-	case lane.StatusAuthFailed:
-		return withDetail(ErrRefused, "listener %q: pre-shared key mismatch", name)
 	}
 	return withDetail(ErrRefused, "listener %q: unknown status %d", name, status)
 }
