@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
@@ -464,8 +465,8 @@ func (c *Conn) handleListenerProof(payload []byte) {
 }
 
 // stashEarly keeps a DATA, FIN, WINDOW, RST or PING frame that came for a
-// dialing conn before its ACCEPT bound it; it reports whether it took the
-// frame. Engine goroutine.
+// dialing conn before its ACCEPT bound it (within Early's bounds); it
+// reports whether it took the frame, kept or not. Engine goroutine.
 func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 	c.sh.owner.check()
 	switch h.Kind {
@@ -478,14 +479,15 @@ func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 	if !dialing {
 		return false
 	}
-	if !c.early.Stash(h, ev, int(c.in.Size())) {
-		c.t.foreignFrame()
-	}
+	c.early.Stash(h, ev, int(c.in.Size()))
 	return true
 }
 
 // replayEarly hands the frames kept by stashEarly to the conn, now that
-// its ACCEPT bound it; those from another endpoint are dropped. Engine
+// its ACCEPT bound it; those from another endpoint are dropped and
+// counted. If frames from the ACCEPT's endpoint were over the bounds and
+// not kept, the stream has a gap that nothing fills: the conn fails with
+// ECONNRESET after the frames kept, and the listener gets an RST. Engine
 // goroutine.
 func (c *Conn) replayEarly() {
 	c.sh.owner.check()
@@ -496,5 +498,16 @@ func (c *Conn) replayEarly() {
 		}
 		ev := engine.Event{Kind: engine.Frame, Data: f.Data, DataLen: len(f.Data), From: f.From}
 		c.handleFrame(f.Header, &ev)
+	}
+	if c.from == 0 {
+		return
+	}
+	if lost := c.early.Lost(c.from); lost != 0 {
+		why := withDetail(ErrReset, "%d frames that came before the ACCEPT were over what a dial keeps (%d frames, a window of data)", lost, MaxEarly)
+		if lost < 0 {
+			why = withDetail(ErrReset, "frames that came before the ACCEPT were lost (from more than %d endpoints)", maxEarlyLost)
+		}
+		c.t.logEvent(slog.LevelWarn, "ucxnet: conn reset: its first frames overflowed", "conn", c.id, "reason", why.Error())
+		c.terminate(why, EndPolicy{RST: RSTAlways, Code: stream.RstAbort})
 	}
 }
