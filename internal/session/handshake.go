@@ -86,7 +86,10 @@ func (t *Transport) sendConnect(c *Conn, name string) error {
 	if c.workers {
 		hello.Features = stream.FeatureWorkers
 	}
-	return t.sendHello(c.peer, stream.Header{Kind: stream.KindConnect}, hello)
+	c.mu.Lock()
+	p := c.peer // a resend may go through another endpoint (refreshDial)
+	c.mu.Unlock()
+	return t.sendHello(p, stream.Header{Kind: stream.KindConnect}, hello)
 }
 
 // sendHello sends a handshake frame whose payload is hello.
@@ -124,6 +127,12 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseNoListener)
 		return
 	}
+	if c, again := t.repeatedConnect(hello, payload); again {
+		if c != nil {
+			t.answerAgain(c, hello.Name)
+		}
+		return
+	}
 	if l.psk != nil && len(hello.Nonce) != auth.ChallengeLen {
 		t.authFailed()
 		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
@@ -143,6 +152,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		t.refuse(c.peer, hello.ConnID, stream.RefuseNoListener)
 		return
 	}
+	t.noteConnect(c, hello, payload)
 	if c.auth != nil {
 		if evicted := l.addPendingAuth(c); evicted != nil {
 			t.authFailed()
@@ -160,8 +170,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		})
 	} else {
 		if !l.enqueue(c) {
-			t.removeConn(c)
-			t.refuse(c.peer, hello.ConnID, stream.RefuseBacklog)
+			t.refuseConn(c, hello.ConnID, stream.RefuseBacklog)
 			return
 		}
 		// Counted before the ACCEPT goes: Accept may return c, and the
@@ -251,8 +260,11 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	c.mu.Lock()
 	state := c.state.Phase
 	if state != PhaseDialing && state != PhaseAbandoned || h.Kind == stream.KindAccept && c.auth != nil && c.auth.proving {
+		again := h.Kind == stream.KindAccept && helloErr == nil && c.remoteID != 0 && hello.ConnID == c.remoteID
 		c.mu.Unlock()
-		c.t.badFrame()
+		if !again { // the listener's answer to a CONNECT sent again is no fault
+			c.t.badFrame()
+		}
 		return
 	}
 	c.from = from // the listener's frames for this conn come from there from now on
