@@ -65,30 +65,43 @@ func writeStream(c net.Conn) {
 	}
 }
 
-// holdAccept makes p's network hold back the first ACCEPT, and, while it
-// is held, do dup to the DATA frames; it returns a flag set once the
-// ACCEPT is held.
-func holdAccept(p *memPair, dup memengine.Action) *atomic.Bool {
-	var held, released atomic.Bool
+// heldAccept is a hook on p's network that holds back every ACCEPT (the
+// dial's, and the listener's answers to the dial's resent CONNECTs) until
+// release, and, until then, does dup to the DATA frames.
+type heldAccept struct {
+	p              *memPair
+	held, released atomic.Bool
+}
+
+// holdAccept installs a heldAccept on p's network.
+func holdAccept(p *memPair, dup memengine.Action) *heldAccept {
+	a := &heldAccept{p: p}
 	p.net.SetHook(func(f *memengine.Frame) memengine.Action {
 		h, err := stream.DecodeHeader(f.Header)
 		switch {
-		case err != nil || released.Load():
-		case h.Kind == stream.KindAccept && held.CompareAndSwap(false, true):
+		case err != nil || a.released.Load():
+		case h.Kind == stream.KindAccept:
+			a.held.Store(true)
 			return memengine.HoldBack
-		case h.Kind == stream.KindData && held.Load():
+		case h.Kind == stream.KindData && a.held.Load():
 			return dup
 		}
 		return memengine.Deliver
 	})
-	return &held
+	return a
+}
+
+// release delivers the ACCEPTs held back, and lets every frame through
+// from then on.
+func (a *heldAccept) release() {
+	a.released.Store(true)
+	a.p.net.ReleaseHeld()
 }
 
 // dialBehindHeldAccept dials p's listener, whose conn writes patterned
 // data without end, with the ACCEPT held back (holdAccept) until the
-// dialer has received frames more frames (the listener's first window);
-// it returns the dial's result.
-func dialBehindHeldAccept(t *testing.T, p *memPair, held *atomic.Bool, frames uint64) (net.Conn, error) {
+// listener has sent its first window; it returns the dial's result.
+func dialBehindHeldAccept(t *testing.T, p *memPair, held *heldAccept) (net.Conn, error) {
 	type res struct {
 		c   net.Conn
 		err error
@@ -101,11 +114,15 @@ func dialBehindHeldAccept(t *testing.T, p *memPair, held *atomic.Bool, frames ui
 	s, err := p.ln.Accept()
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
-	require.Eventually(t, held.Load, 10*time.Second, time.Millisecond, "the ACCEPT was never sent")
-	in := p.client.Stats().FramesIn
+	require.Eventually(t, held.held.Load, 10*time.Second, time.Millisecond, "the ACCEPT was never sent")
 	go writeStream(s)
-	waitStat(t, p.client, "frames before the ACCEPT", func(st Stats) uint64 { return st.FramesIn }, in+frames)
-	p.net.ReleaseHeld()
+	// The listener's whole first window sent, each frame handed to the
+	// dialer's engine (memengine queues frames in order): the ACCEPTs
+	// released now come after them.
+	sc := s.(*testConn)
+	require.Eventually(t, func() bool { st := sc.Stats(); return st.SendWindow == 0 && st.Queued == 0 }, 10*time.Second, time.Millisecond,
+		"the listener did not send its first window")
+	held.release()
 	r := <-dialed
 	if r.c != nil {
 		t.Cleanup(func() { r.c.Close() })
@@ -121,7 +138,7 @@ func dialBehindHeldAccept(t *testing.T, p *memPair, held *atomic.Bool, frames ui
 func TestMemStallFirstWindowBeforeAccept(t *testing.T) {
 	p := newMemPair(t, Config{})
 	held := holdAccept(p, memengine.Deliver)
-	c, err := dialBehindHeldAccept(t, p, held, 1+DefaultWindow/(64<<10))
+	c, err := dialBehindHeldAccept(t, p, held)
 	require.NoError(t, err)
 	n, err := readStream(c, 2*DefaultWindow)
 	require.NoError(t, err, "after %d bytes; ForeignFrames %d", n, p.client.Stats().ForeignFrames)
@@ -135,7 +152,7 @@ func TestMemStallFirstWindowBeforeAccept(t *testing.T) {
 func TestMemEarlyOverflowResets(t *testing.T) {
 	p := newMemPair(t, Config{})
 	held := holdAccept(p, memengine.Duplicate)
-	c, err := dialBehindHeldAccept(t, p, held, 1+2*DefaultWindow/(64<<10))
+	c, err := dialBehindHeldAccept(t, p, held)
 	if err == nil {
 		var n int
 		n, err = readStream(c, 4*DefaultWindow)
