@@ -58,7 +58,8 @@ type Conn struct {
 	early Early
 	// connect is what an accepted conn keeps of the CONNECT that made it,
 	// to answer it again if it is repeated (resend.go). Set under
-	// Transport.mu once the conn is in the conn table, then read-only.
+	// Transport.mu once the conn is in the conn table; the pointer is
+	// then read-only, what it points to is under Transport.mu.
 	connect *connectOf
 
 	mu     sync.Mutex

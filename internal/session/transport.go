@@ -48,7 +48,7 @@ type Transport struct {
 
 	readBufs BufPool // recycled read buffers of capacity holdMin (small payloads are coalesced into them)
 
-	mu        sync.RWMutex // guards conns, listeners, closed and the shards' peer tables
+	mu        sync.RWMutex // guards conns, accepted, lingering, listeners, closed and the shards' peer tables
 	conns     map[uint64]*Conn
 	accepted  map[dialKey]*connectOf // the CONNECTs of accepted conns, by the dialer's conn they name (resend.go)
 	lingering int                    // accepted's entries whose conn left, kept for a late repeat
