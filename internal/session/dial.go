@@ -136,8 +136,20 @@ func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, wh
 	return c.awaitAnswer(ctx, e)
 }
 
-// awaitAnswer waits for the answer to c's CONNECT to e's listener. A
-// listener's engine answers at once, whatever its application does: no
+// answered returns what c's dial got, once its answer came.
+func (c *Conn) answered() (*Conn, error) {
+	c.mu.Lock()
+	derr := c.dErr
+	c.mu.Unlock()
+	if derr != nil {
+		return nil, derr
+	}
+	return c, nil
+}
+
+// awaitAnswer waits for the answer to c's CONNECT to e's listener,
+// sending the CONNECT again while none comes (connectRTO, resendConnect).
+// A listener's engine answers at once, whatever its application does: no
 // answer within twice KeepAlive (time for UCX to wire up a first endpoint
 // too) means its process is gone (a killed process over shared memory can
 // look alive to UCX).
@@ -148,25 +160,28 @@ func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error)
 		defer timer.Stop()
 		noAnswer = timer.C
 	}
+	rto := connectRTO
+	resend := time.NewTimer(rto)
+	defer resend.Stop()
 	var giveUp error
 	unanswered := false
-	select {
-	case <-c.dialDone:
-		c.mu.Lock()
-		derr := c.dErr
-		c.mu.Unlock()
-		if derr != nil {
-			return nil, derr
+	for n := 0; giveUp == nil; n++ {
+		select {
+		case <-c.dialDone:
+			return c.answered()
+		case <-ctx.Done():
+			giveUp = ctx.Err()
+		case <-noAnswer:
+			unanswered = true
+			giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, 2*c.keepAlive, releasePair(e))
+		case <-c.t.closing:
+			c.terminate(ErrTransportClosed, EndQuiet)
+			return nil, ErrTransportClosed
+		case <-resend.C:
+			c.resendConnect(e.Name, n)
+			rto = min(2*rto, maxConnectRTO)
+			resend.Reset(rto)
 		}
-		return c, nil
-	case <-ctx.Done():
-		giveUp = ctx.Err()
-	case <-noAnswer:
-		unanswered = true
-		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, 2*c.keepAlive, releasePair(e))
-	case <-c.t.closing:
-		c.terminate(ErrTransportClosed, EndQuiet)
-		return nil, ErrTransportClosed
 	}
 	c.abandonDial()
 	if unanswered {

@@ -79,10 +79,11 @@ package session
 // only after those above it (indented under it) and never the other way:
 //
 //	Conn.wmu      serializes writers and the FIN after them; seq
-//	  Transport.mu  RW: the conn table, the listeners, closed, every
-//	                shard's peer tables and admission state, and a peer's
-//	                conns, from, proc, idleSince, hadConns, ka, dialed,
-//	                madeBy and madeAt
+//	  Transport.mu  RW: the conn table, the accepted conns' CONNECTs
+//	                (accepted, lingering, Conn.connect), the listeners,
+//	                closed, every shard's peer tables and admission state,
+//	                and a peer's conns, from, proc, idleSince, hadConns,
+//	                ka, dialed, madeBy and madeAt
 //	    Conn.mu       state (a State), in (an Inbound), swin, rerr, werr,
 //	                  dErr, linger, the waiter counts and condition
 //	                  channels
