@@ -39,7 +39,9 @@ type ConnStats struct {
 	State      string   `json:"state"` // one of the Conn* state names
 	// BytesIn and BytesOut count payload bytes received from the peer
 	// (read or not) and written to it (handed to the transport, or queued
-	// in the conn's open frame). FramesIn and FramesOut count the data
+	// in the conn's open frame), whichever path moved them: on the
+	// kernel-TCP lane the kernel counts them (sendfile and splice through
+	// ReadFrom and WriteTo included). FramesIn and FramesOut count the data
 	// frames that carried them on the UCX lane; the kernel-TCP lane has
 	// no frames (0).
 	BytesIn   uint64 `json:"bytes_in"`
@@ -60,7 +62,9 @@ type ConnStats struct {
 	// RTT is the round trip to the peer: on the UCX lane that of the
 	// peer's last answered keepalive PING (per peer, sent only when the
 	// peer has been silent for a while: see Config.KeepAlive), on the
-	// kernel-TCP lane the kernel's smoothed estimate. 0: not measured yet.
+	// kernel-TCP lane the kernel's minimum over its recent samples
+	// (tcpi_min_rtt: the path's, without the peer's delayed ACKs, the same
+	// at both ends). 0: not measured yet.
 	RTT time.Duration `json:"rtt_ns"`
 }
 
