@@ -49,6 +49,18 @@ then closes the conn.`,
 }
 
 func runInfo(ctx context.Context, sio *stdio, args []string, timeout time.Duration, netDevices string) error {
+	// The registry and the worker first: a setting that stops them (a bad
+	// UCX_TLS, an unreadable registry) is the one error printed, not the
+	// end of half a report.
+	reg, err := registry.FromEnv()
+	if err != nil {
+		return fmt.Errorf("opening registry: %w", err)
+	}
+	t, err := newTransport(netDevices, reg)
+	if err != nil {
+		return fmt.Errorf("starting a UCX worker: %w", err)
+	}
+	defer t.Close() // probe closes it first, gracefully; a second Close just fails
 	w := sio.Out
 	printUCXLibrary(w)
 
@@ -87,17 +99,7 @@ func runInfo(ctx context.Context, sio *stdio, args []string, timeout time.Durati
 		spec = "(unset: default)"
 	}
 	fmt.Fprintf(w, "  %s=%s\n", registry.EnvRegistry, spec)
-	reg, err := registry.FromEnv()
-	if err != nil {
-		return fmt.Errorf("opening registry: %w", err)
-	}
 	fmt.Fprintf(w, "  in use: %s\n", reg)
-
-	t, err := newTransport(netDevices, reg)
-	if err != nil {
-		return fmt.Errorf("starting a UCX worker: %w", err)
-	}
-	defer t.Close() // probe closes it first, gracefully; a second Close just fails
 	fmt.Fprintf(w, "\nTCP addresses this process listens on, with a UCX worker up")
 	if netDevices != "" {
 		fmt.Fprintf(w, " (NET_DEVICES=%s)", netDevices)

@@ -436,3 +436,46 @@ func TestDemo(t *testing.T) {
 	}
 	t.Logf("demo output:\n%s", r.stdout)
 }
+
+// A bad UCX_TLS: info prints ucxnet's error alone, whole, on stderr (no
+// half report, no UCX log lines before it); UCX's own lines appear when
+// UCX_LOG_LEVEL asks for them.
+func TestInfoBadUCXTLSQuiet(t *testing.T) {
+	if r := runBin(t, t.TempDir(), nil, 20*time.Second, "info"); !strings.Contains(r.stdout, "UCX version 1.") {
+		t.Skip("no UCX in this build")
+	}
+	for _, level := range []string{"", "warn"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := binCommand(ctx, t, t.TempDir(), "info")
+		var env []string
+		for _, kv := range cmd.Env {
+			if !strings.HasPrefix(kv, "UCX_TLS=") && !strings.HasPrefix(kv, "UCX_LOG_LEVEL=") {
+				env = append(env, kv)
+			}
+		}
+		cmd.Env = append(env, "UCX_TLS=bogus")
+		if level != "" {
+			cmd.Env = append(cmd.Env, "UCX_LOG_LEVEL="+level)
+		}
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("UCX_LOG_LEVEL=%q: info with UCX_TLS=bogus: %v, want exit 1\nstderr:\n%s", level, err, errb.String())
+		}
+		if strings.Contains(out.String(), "UCX version") {
+			t.Errorf("UCX_LOG_LEVEL=%q: a half report on stdout:\n%s", level, out.String())
+		}
+		lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+		last := lines[len(lines)-1]
+		if !strings.HasPrefix(last, "ucxnet: info: ") || !strings.Contains(last, "UCX_TLS") {
+			t.Errorf("UCX_LOG_LEVEL=%q: stderr does not end with ucxnet's error:\n%s", level, errb.String())
+		}
+		// UCX writes its log lines to stdout.
+		if ucxLines := strings.Contains(out.String()+errb.String(), " UCX  "); ucxLines != (level != "") {
+			t.Errorf("UCX_LOG_LEVEL=%q: UCX's own lines: %v\nstdout:\n%s\nstderr:\n%s", level, ucxLines, out.String(), errb.String())
+		}
+	}
+}

@@ -35,11 +35,11 @@ type laneConns struct {
 // what ucxnet.LaneStats's do: ucxnet converts one to the other, so the two
 // have the same fields in the same order.
 type LaneStats struct {
-	OpenConns uint64
-	Garbage   uint64
-	Oversized uint64
-	Timeouts  uint64
-	OverCap   uint64
+	OpenConns uint64 `json:"open_conns"`
+	Garbage   uint64 `json:"garbage"`
+	Oversized uint64 `json:"oversized"`
+	Timeouts  uint64 `json:"timeouts"`
+	OverCap   uint64 `json:"over_cap"`
 }
 
 // LaneStats returns the kernel-TCP lane's counters.
