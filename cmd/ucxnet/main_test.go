@@ -184,7 +184,8 @@ func TestInfo(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("info: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, s := range []string{"UCX version 1.", "Transports and devices", "dir:" + reg} {
+	for _, s := range []string{"UCX version 1.", "Transports and devices", "dir:" + reg,
+		"kernel-TCP lane listens on: lo"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("info output lacks %q:\n%s", s, r.stdout)
 		}
@@ -410,7 +411,8 @@ func TestInfoName(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("info info-test: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, s := range []string{"resolves:", "pid:", "address:", "dial: ok", "transports: ", "lane a dial takes: ", "lane: "} {
+	for _, s := range []string{"resolves:", "pid:", "address:", "dial: ok", "transports: ", "lane a dial takes: ", "lane: ",
+		"exposed: kernel TCP on loopback only"} { // a directory registry: loopback only
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("info info-test lacks %q:\n%s", s, r.stdout)
 		}
