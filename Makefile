@@ -28,8 +28,10 @@ deps:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(DEB_PACKAGES); \
 	fi
 
+# COMMIT: the revision --version shows where Go records none (-buildvcs=false).
+COMMIT ?= $(shell git describe --always --dirty --abbrev=12 2>/dev/null)
 build: deps
-	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/ucxnet
+	$(GO) build $(GOFLAGS) -ldflags "-X main.commit=$(COMMIT)" -o $(BIN) ./cmd/ucxnet
 
 vet: deps
 	@for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
@@ -121,22 +123,30 @@ fuzz-short: deps
 		done; \
 	done
 
-## test-ucx: build UCX $(UCX_VERSION) from the sources in $(UCX_SRC_DIR)
-## (once, into a cache; about 10 minutes; installs autoconf, automake and
-## libtool if missing), then run the cucx, progress, session, ucxnet and compat tests
-## against it under UCX_TLS=tcp and UCX_TLS=sm (`make test-ucx
-## UCX_VERSION=1.18.1`). CGO_CFLAGS/CGO_LDFLAGS name the release too: Go's
+## test-ucx: build UCX $(UCX_VERSION) from its source tarball
+## (scripts/build-ucx.sh: once, into a cache; about 10 minutes on 2 CPUs;
+## installs autoconf, automake and libtool if missing), then run the cucx,
+## progress, session, ucxnet and compat tests against it under UCX_TLS=tcp
+## and UCX_TLS=sm:
+##   make test-ucx UCX_VERSION=1.18.1 UCX_TARBALL=/path/to/ucx-1.18.1.tar.gz
+## The tarball is the release's ucx-VERSION.tar.gz from
+## https://github.com/openucx/ucx/releases; without UCX_TARBALL,
+## $(UCX_SRC_DIR)/ucx-VERSION.tar.gz (an optional cache), else the script
+## says what to download. CGO_CFLAGS/CGO_LDFLAGS name the release too: Go's
 ## build cache does not see pkg-config's output change, and would reuse
 ## objects compiled against another release's headers.
 UCX_SRC_DIR ?= ../shared/ucx
 UCX_VERSION ?=
+UCX_TARBALL ?=
 UCX_TEST_PKGS ?= ./internal/cucx/ ./internal/progress/ ./internal/session/ ./ucxnet/
 UCX_TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT)
 define with-ucx
-	@test -n "$(UCX_VERSION)" || { echo "usage: make $@ UCX_VERSION=VERSION (one of: $$(ls $(UCX_SRC_DIR) | sed -n 's/^ucx-\(.*\)\.tar\.gz$$/\1/p' | tr '\n' ' '))"; exit 2; }
+	@test -n "$(UCX_VERSION)" || { echo "usage: make $@ UCX_VERSION=VERSION [UCX_TARBALL=/path/to/ucx-VERSION.tar.gz]"; \
+		echo "  the tarball: https://github.com/openucx/ucx/releases/download/vVERSION/ucx-VERSION.tar.gz"; \
+		echo "  without UCX_TARBALL: $(UCX_SRC_DIR)/ucx-VERSION.tar.gz (have: $$(ls $(UCX_SRC_DIR) 2>/dev/null | sed -n 's/^ucx-\(.*\)\.tar\.gz$$/\1/p' | tr '\n' ' '))"; exit 2; }
 	@command -v autoreconf >/dev/null && command -v libtoolize >/dev/null || { \
 		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q autoconf automake libtool; }
-	@prefix=$$($(UCX_SRC_DIR)/build.sh $(UCX_VERSION)) || exit 1; \
+	@prefix=$$(UCX_SRC_DIR=$(UCX_SRC_DIR) scripts/build-ucx.sh $(UCX_VERSION) $(UCX_TARBALL)) || exit 1; \
 	export PKG_CONFIG_PATH=$$prefix/lib/pkgconfig LD_LIBRARY_PATH=$$prefix/lib PATH=$$prefix/bin:$$PATH \
 		CGO_CFLAGS="-O2 -g -I$$prefix/include" CGO_LDFLAGS="-L$$prefix/lib"; \
 	echo "UCX $(UCX_VERSION) from $$prefix"; $(1)

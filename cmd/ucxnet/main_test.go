@@ -481,3 +481,20 @@ func TestInfoBadUCXTLSQuiet(t *testing.T) {
 		}
 	}
 }
+
+// --version shows the commit that make build stamps when Go records no
+// VCS revision (GOFLAGS=-buildvcs=false, a tree without .git).
+func TestVersionShowsStampedCommit(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ucxnet")
+	build := exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X main.commit=0123456789ab", "-o", out, ".")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	got, err := exec.Command(out, "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), "(revision 0123456789ab)") {
+		t.Errorf("--version:\n%s\nwant the stamped revision", got)
+	}
+}
