@@ -28,7 +28,7 @@ type ListenConfig struct {
 	Backlog int
 	// PSK, if set, is a pre-shared key dialers must prove they know
 	// (a CPace key exchange and a mutual proof in the handshake; see
-	// Dialer.PSK and docs/PROTOCOL.md §5).
+	// Dialer.PSK and docs/PROTOCOL.md, "Handshake").
 	// Nil means the key in the file $UCXNET_PSK_FILE names, if set.
 	PSK []byte
 	// KeepAlive, if not zero, replaces the Transport's Config.KeepAlive
