@@ -5,6 +5,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,10 +103,14 @@ func TestRedisPoolAfterClientKill(t *testing.T) {
 		}
 	})
 
-	// go-redis's defaults with a plain Dialer.
+	// go-redis's defaults with a plain Dialer. The health check must also
+	// find live conns healthy: a pool that took every conn for dead would
+	// pass too, dialing anew for each command.
 	t.Run("defaults", func(t *testing.T) {
+		var dials atomic.Int64
 		c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), PoolSize: pool,
 			Dialer: func(ctx context.Context, _, addr string) (net.Conn, error) {
+				dials.Add(1)
 				return p.dialer.DialContext(ctx, ucxnet.Network, addr)
 			}})
 		defer c.Close()
@@ -115,6 +120,9 @@ func TestRedisPoolAfterClientKill(t *testing.T) {
 		}
 		if failed, err := commands(t, c, "defaults", 3*pool); failed != 0 {
 			t.Fatalf("go-redis's defaults: %d of %d commands failed after CLIENT KILL, the last with: %v", failed, 3*pool, err)
+		}
+		if n := dials.Load(); n > 2*pool {
+			t.Fatalf("%d dials for a pool of %d killed once: the health check takes live conns for dead", n, pool)
 		}
 	})
 }

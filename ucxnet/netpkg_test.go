@@ -147,11 +147,16 @@ func TestSyscallConnUCXLaneReadiness(t *testing.T) {
 		rc, err := cc.SyscallConn()
 		require.NoError(t, err)
 		check := func() (n int, err error) {
+			var pn int
+			var perr error
 			require.NoError(t, rc.Read(func(fd uintptr) bool {
 				var b [1]byte
+				// go-redis peeks (recv with MSG_PEEK), others read.
+				pn, _, perr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 				n, err = syscall.Read(int(fd), b[:])
 				return true
 			}))
+			require.Equal(t, n, pn, "peek and read disagree: %v, %v", perr, err)
 			return n, err
 		}
 		n, err := check()

@@ -49,11 +49,13 @@ func (c *Conn) SetWriteBuffer(bytes int) error {
 // lane has no file descriptor of its own (its bytes arrive as active
 // messages on a worker that many conns share), so it gives what a
 // connection pool's health check needs and nothing more: Read calls f
-// once with the read end of a non-blocking pipe made for that call, which
-// holds one byte (not the conn's data) when data waits to be read, is at
-// EOF when the peer closed or reset the conn (or it was closed here),
-// and is empty (EAGAIN) otherwise; this is what go-redis's pool reads to
-// drop a conn the server closed while it sat idle. Control and Write
+// once with one end of a non-blocking Unix socket pair (read or recv
+// with MSG_PEEK work on it), which holds one byte (not the conn's data)
+// when data waits to be read, is at EOF when the peer closed or reset the
+// conn (or it was closed here), and is empty (EAGAIN) otherwise; this is
+// what go-redis's pool peeks at to drop a conn the server closed while it
+// sat idle. The descriptor is f's to read during the call only (the empty
+// one is shared: f must not write to it or close it). Control and Write
 // return an error matching errors.ErrUnsupported.
 func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 	if tc := c.s.LaneSocket(); tc != nil {
