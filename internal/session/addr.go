@@ -7,9 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// Network is the network name of ucxnet addresses and the one Dial and
-// Listen take ("tcp", "tcp4" and "tcp6" are accepted too, so that code such
-// as net/http's transport, which always dials "tcp", works unchanged).
+// Network is the network name of ucxnet addresses.
 const Network = "ucx"
 
 // Addr is a ucxnet address, a registry name and for a conn's end the

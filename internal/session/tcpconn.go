@@ -35,11 +35,11 @@ type laneConns struct {
 // what ucxnet.LaneStats's do: ucxnet converts one to the other, so the two
 // have the same fields in the same order.
 type LaneStats struct {
-	OpenConns uint64
-	Garbage   uint64
-	Oversized uint64
-	Timeouts  uint64
-	OverCap   uint64
+	OpenConns uint64 `json:"open_conns"`
+	Garbage   uint64 `json:"garbage"`
+	Oversized uint64 `json:"oversized"`
+	Timeouts  uint64 `json:"timeouts"`
+	OverCap   uint64 `json:"over_cap"`
 }
 
 // LaneStats returns the kernel-TCP lane's counters.
@@ -51,8 +51,11 @@ func (t *Transport) LaneStats() LaneStats {
 		Timeouts: t.lanes.Timeouts.Load(), OverCap: t.lanes.OverCap.Load()}
 }
 
-// add records a lane conn; false once the transport is closed.
+// add records a lane conn once its preamble is done (the kernel's byte
+// counts from then on are its payload); false once the transport is
+// closed.
 func (lc *laneConns) add(c *Conn) bool {
+	c.lane.Established()
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if lc.closed {
@@ -270,8 +273,30 @@ func (c *Conn) laneWrite(b []byte) (int, error) {
 	return n, laneErr(err)
 }
 
-// laneClose closes c's TCP conn; Closed reports it from then on.
+// laneBytes returns the payload bytes c received and wrote: the kernel's
+// counts, which see every path (sendfile and splice included), or else
+// c's own, counted by Read, Write, ReadFrom and WriteTo as each returns.
+// Once a Read or WriteTo has seen the peer's EOF, every byte received was
+// read: c's own count of them is exact (the kernel's may count the FIN).
+func (c *Conn) laneBytes() (in, out uint64) {
+	in, out, ok := c.lane.Bytes()
+	if !ok {
+		return c.cnt.bytesIn.Load(), c.cnt.bytesOut.Load()
+	}
+	if c.lane.EOF() {
+		in = c.cnt.bytesIn.Load()
+	}
+	return in, out
+}
+
+// laneClose closes c's TCP conn; Closed reports it from then on, and
+// Stats the kernel's last counts.
 func (c *Conn) laneClose() error {
+	if _, _, ok := c.lane.Bytes(); ok {
+		in, out := c.laneBytes()
+		c.cnt.bytesIn.Store(in)
+		c.cnt.bytesOut.Store(out)
+	}
 	c.mu.Lock()
 	if !deadline.Closed(c.closedCh) {
 		close(c.closedCh)
@@ -304,7 +329,7 @@ func (c *Conn) LaneReadFrom(r io.Reader) (int64, error) {
 // LaneWriteTo copies the lane conn to w until EOF with
 // (*net.TCPConn).WriteTo (splice to a socket or pipe).
 func (c *Conn) LaneWriteTo(w io.Writer) (int64, error) {
-	n, err := c.lane.TC.WriteTo(w)
+	n, err := c.lane.WriteTo(w)
 	c.cnt.bytesIn.Add(uint64(n))
 	return n, laneErr(err)
 }

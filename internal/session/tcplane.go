@@ -107,7 +107,8 @@ func (l *Listener) openTCPLane() (*lane.Listener, error) {
 		return nil, nil // the in-memory engine of tests: its conns stay on it unless forced
 	}
 	ts := &tcpSide{hello: tcpHelloTimeout, whole: tcpHandshakeTimeout, guesses: map[netip.Prefix]*Bucket{}}
-	return lane.Listen(t.netDevices(), func(tl *lane.Listener, tc *net.TCPConn) { l.serveTCP(tl, tc, ts) }, func() { t.lanes.OverCap.Add(1) })
+	devices, _ := t.LaneDevices() // exposure.go
+	return lane.Listen(devices, func(tl *lane.Listener, tc *net.TCPConn) { l.serveTCP(tl, tc, ts) }, func() { t.lanes.OverCap.Add(1) })
 }
 
 // netDevices is the UCX_NET_DEVICES in force ("" when unset).
