@@ -12,7 +12,6 @@ import (
 // kernel's error alone counts).
 func Info(*net.TCPConn) (time.Duration, bool) { return 0, false }
 
-<<<<<<< HEAD
 // Unread knows nothing off Linux: 0.
 func Unread(*net.TCPConn) int { return 0 }
 
@@ -22,10 +21,9 @@ func deferAccept(_, _ string, _ syscall.RawConn) error { return nil }
 
 // HelloCame knows nothing off Linux: false.
 func HelloCame(*net.TCPConn) bool { return false }
-=======
+
 // Established does nothing off Linux: Bytes does not know.
 func (c *Conn) Established() {}
 
 // Bytes knows nothing off Linux: the conn's own counts stand.
 func (c *Conn) Bytes() (in, out uint64, ok bool) { return 0, 0, false }
->>>>>>> eco
