@@ -149,18 +149,29 @@ func (t *Transport) answerAgain(c *Conn, name string) {
 	t.sendAccept(c, name)
 }
 
+// refreshAfter is how long a dial waits for any answer before it may
+// replace its endpoint (refreshDial): half its KeepAlive, and at least
+// three of the first resend intervals. Replacing an endpoint closes the
+// old one, which the listener's endpoint back to this worker may share
+// (UCX's tcp pairs them): a listener that is only slow to answer (a dial
+// flood, a loaded machine) would lose the conns it is making. So it comes
+// late, when an answer is overdue rather than merely slow.
+func (c *Conn) refreshAfter() time.Duration {
+	return max(c.keepAlive/2, 3*connectRTO)
+}
+
 // resendConnect sends c's CONNECT to the listener name again, the n-th
-// time (from 0), if c still waits for its ACCEPT. From the second resend
-// on, an endpoint through which no conn was ever answered is replaced
-// first (refreshDial).
-func (c *Conn) resendConnect(name string, n int) {
+// time (from 0), if c still waits for its ACCEPT. With refresh, an
+// endpoint through which no conn was ever answered is replaced first
+// (refreshDial).
+func (c *Conn) resendConnect(name string, n int, refresh bool) {
 	c.mu.Lock()
 	waiting := c.state.Phase == PhaseDialing && c.remoteID == 0
 	c.mu.Unlock()
 	if !waiting {
 		return
 	}
-	if n >= 1 {
+	if refresh {
 		c.t.refreshDial(c)
 	}
 	c.t.logEvent(slog.LevelDebug, "ucxnet: CONNECT unanswered: sent again", "to", name, "conn", c.id, "time", n+1)
