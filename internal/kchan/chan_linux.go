@@ -50,9 +50,9 @@ type End int
 
 // The ends.
 const (
-	Died    End = iota // EOF or an error without Closing first: the peer's process is gone (or broke the protocol)
-	Closed             // the peer sent Closing, then closed
-	Local              // this side closed it
+	Died   End = iota // EOF or an error without Closing first: the peer's process is gone (or broke the protocol)
+	Closed            // the peer sent Closing, then closed
+	Local             // this side closed it
 )
 
 // Watch blocks until the channel ends and says how. It holds one blocked
