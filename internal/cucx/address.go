@@ -138,6 +138,25 @@ type addrInfo struct {
 	release int  // the packer's UCX minor version; 0: not packed (before 1.16)
 	mdHigh  bool // a v1 md byte had bit 0x40 set (legacy flag, or an index >= 64 from 1.19 on)
 	entries []TransportEntry
+	devices []addrDevice // where each device lies in the address, in order
+}
+
+// addrDevice is where one device entry lies in a packed address: bytes
+// [start, end), its flags byte (the device address length, whose
+// addrFlagLast marks the last device) at flagsAt, and its interfaces. The
+// release pseudo-device (v1 from 1.16 on) has release set and no
+// interfaces.
+type addrDevice struct {
+	start, end, flagsAt int
+	release             bool
+	ifaces              []addrIface
+}
+
+// addrIface is where one interface entry lies: bytes [start, end), its
+// flags byte (the interface address length, whose addrFlagLast marks the
+// device's last interface) at flagsAt, and its entry in addrInfo.entries.
+type addrIface struct {
+	start, end, flagsAt, entry int
 }
 
 // ValidateAddress checks that addr is a packed UCP worker address in a
@@ -303,8 +322,13 @@ func readAddrDevice(r *addrReader, info *addrInfo, dev int) (bool, error) {
 		return false, err
 	}
 	if mdb&addrMDEmptyDev != 0 {
-		return true, readReleaseDevice(r, info, mdb, dev)
+		if err := readReleaseDevice(r, info, mdb, dev); err != nil {
+			return false, err
+		}
+		info.devices = append(info.devices, addrDevice{start: at, end: r.off, flagsAt: r.off - 1, release: true})
+		return true, nil
 	}
+	d := addrDevice{start: at}
 	mdMask := byte(addrMDMaskV1)
 	if r.v2 {
 		mdMask = addrMDMaskV2
@@ -320,6 +344,7 @@ func readAddrDevice(r *addrReader, info *addrInfo, dev int) (bool, error) {
 	}
 
 	// device address length and flags.
+	d.flagsAt = r.off
 	db, err := r.byte("device address length")
 	if err != nil {
 		return false, err
@@ -352,11 +377,16 @@ func readAddrDevice(r *addrReader, info *addrInfo, dev int) (bool, error) {
 		return false, err
 	}
 	for {
-		last, err := readAddrIface(r, info, devLen)
+		i := addrIface{start: r.off, entry: len(info.entries)}
+		last, err := readAddrIface(r, info, devLen, &i.flagsAt)
 		if err != nil {
 			return false, err
 		}
+		i.end = r.off
+		d.ifaces = append(d.ifaces, i)
 		if last {
+			d.end = r.off
+			info.devices = append(info.devices, d)
 			return db&addrFlagLast != 0, nil
 		}
 	}
@@ -388,8 +418,9 @@ func readReleaseDevice(r *addrReader, info *addrInfo, mdb byte, dev int) error {
 }
 
 // readAddrIface reads one interface entry of a device whose address is
-// devLen bytes long; it reports whether it was the device's last.
-func readAddrIface(r *addrReader, info *addrInfo, devLen int) (bool, error) {
+// devLen bytes long, setting *flagsAt to where its flags byte lies; it
+// reports whether it was the device's last.
+func readAddrIface(r *addrReader, info *addrInfo, devLen int, flagsAt *int) (bool, error) {
 	n := len(info.entries)
 	if n >= addrMaxResources {
 		return false, badAddr(r.off, "more than %d transport entries", addrMaxResources)
@@ -411,6 +442,7 @@ func readAddrIface(r *addrReader, info *addrInfo, devLen int) (bool, error) {
 		return false, badAddr(at, "interface %d: %v", n, err)
 	}
 	at = r.off
+	*flagsAt = at
 	lb, err := r.byte("interface address length")
 	if err != nil {
 		return false, err
@@ -422,11 +454,12 @@ func readAddrIface(r *addrReader, info *addrInfo, devLen int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if _, err := r.skip(ifLen, "interface address"); err != nil {
+	ifAddr, err := r.skip(ifLen, "interface address")
+	if err != nil {
 		return false, err
 	}
 	csum := binary.LittleEndian.Uint16(cs)
-	info.entries = append(info.entries, TransportEntry{Csum: csum, Name: transportByCsum[csum], DevLen: devLen, IfaceLen: ifLen})
+	info.entries = append(info.entries, TransportEntry{Csum: csum, Name: transportByCsum[csum], DevLen: devLen, IfaceLen: ifLen, ifaceAddr: ifAddr})
 	return lb&addrFlagLast != 0, nil
 }
 

@@ -108,6 +108,8 @@ type TransportEntry struct {
 	Name     string // the transport's name ("" if the checksum is unknown)
 	DevLen   int    // device address length
 	IfaceLen int    // interface address length
+
+	ifaceAddr []byte // the interface address itself
 }
 
 // CheckTransports checks, for an address ValidateAddress accepted, that
@@ -132,6 +134,9 @@ func CheckTransports(addr []byte) error {
 			return fmt.Errorf("%w: interface %d (%s) with a %d-byte device address", ErrBadTransport, i, e.Name, e.DevLen)
 		case r.iface != nil && !slices.Contains(r.iface, e.IfaceLen):
 			return fmt.Errorf("%w: interface %d (%s) with a %d-byte interface address", ErrBadTransport, i, e.Name, e.IfaceLen)
+		}
+		if err := checkSegmentID(e); err != nil {
+			return fmt.Errorf("interface %d: %w", i, err)
 		}
 	}
 	return nil
