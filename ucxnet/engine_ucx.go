@@ -8,6 +8,7 @@ package ucxnet
 // worker addresses.
 
 import (
+	"github.com/ucxnet/ucxnet/internal/cucx"
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/session"
@@ -36,8 +37,9 @@ func init() {
 			o, err := progress.Offer(addr)
 			return session.AddressOffer(o), err
 		},
-		AddressRelease: progress.AddressRelease,
-		ValidAddress:   progress.ValidAddress,
+		AddressRelease:    progress.AddressRelease,
+		ValidAddress:      progress.ValidAddress,
+		StripSharedMemory: cucx.StripSharedMemory,
 	})
 }
 

@@ -102,9 +102,7 @@ func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, wh
 		return nil, withDetail(ErrRefused, "%s", why)
 	}
 	t.ensureChan(ctx, e.Address)
-	if ok, why := t.shmVouched(e.Address); !ok && t.kc.srv != nil {
-		c.laneWhy = joinWhy(c.laneWhy, "no shared memory: "+why)
-	}
+	c.laneWhy = joinWhy(c.laneWhy, t.shmWhyNot(e.Address))
 	if err := t.attach(e.Address, c, true, nil, 0); err != nil {
 		if err == ErrTransportClosed {
 			return nil, err

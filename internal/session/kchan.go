@@ -266,6 +266,21 @@ func (t *Transport) shmVouched(addr []byte) (bool, string) {
 	return false, "no kernel channel to the peer vouches for it"
 }
 
+// shmWhyNot says why a conn to the worker at addr, which offers shared
+// memory, will not use it ("" if it may, or addr offers none).
+func (t *Transport) shmWhyNot(addr []byte) string {
+	if !isUCX(t.eng) {
+		return ""
+	}
+	if o, err := offerOf(addr); err != nil || !o.SharedMemory {
+		return ""
+	}
+	if ok, why := t.shmVouched(addr); !ok {
+		return "no shared memory: " + why
+	}
+	return ""
+}
+
 // ucxAddr is the address to hand UCX for the worker at addr: addr itself
 // when a trusted channel vouches for shared memory with it, else addr
 // without its shared-memory interfaces. Every endpoint is made from what
@@ -357,8 +372,8 @@ func (s *shard) reapGone(frames bool) {
 
 // joinWhy joins two reasons.
 func joinWhy(a, b string) string {
-	if a == "" {
-		return b
+	if a == "" || b == "" {
+		return a + b
 	}
 	return a + "; " + b
 }
