@@ -39,8 +39,18 @@ func init() {
 		},
 		AddressRelease:    progress.AddressRelease,
 		ValidAddress:      progress.ValidAddress,
-		StripSharedMemory: cucx.StripSharedMemory,
+		StripSharedMemory: stripSharedMemoryChecked,
 	})
+}
+
+// stripSharedMemoryChecked removes addr's shared-memory interfaces, once
+// addr passed the checks Connect runs (cucx.CheckTransports): an
+// interface forged as shared memory is refused, not quietly dropped.
+func stripSharedMemoryChecked(addr []byte) ([]byte, error) {
+	if err := cucx.CheckTransports(addr); err != nil {
+		return nil, err
+	}
+	return cucx.StripSharedMemory(addr)
 }
 
 // startUCX starts a UCX worker and its progress engine for cfg,

@@ -5,11 +5,10 @@ package session
 // its process is gone (the channel's EOF), for liveness.
 //
 // A channel is trusted when the kernel says its peer runs as this
-// process's effective user or as root: only then are its peer's worker
-// addresses recorded (links), and only a trusted channel's EOF fails
-// peers. A link is vouched for shared memory when, in addition, both
-// sides run the same UCX release, share an IPC namespace, and the peer's
-// pid is visible here. Every address handed to UCX goes through ucxAddr:
+// process's effective user: only then are its peer's worker addresses
+// recorded (links), and only a trusted channel's EOF fails peers. A link
+// is vouched for shared memory when, in addition, both sides run the
+// same UCX release and share an IPC namespace. Every address handed to UCX goes through ucxAddr:
 // a vouched link's exact bytes as they are, any other address with its
 // shared-memory interfaces removed (StripSharedMemory).
 
@@ -106,21 +105,22 @@ func (t *Transport) closeChans() {
 }
 
 // trusted reports whether the kernel says a channel's peer runs as this
-// process's effective user, or as root.
+// process's effective user. Both sides must come to the same verdict (as
+// on vouch's): an endpoint pair with shared memory on one side only makes
+// UCX abort ("endpoint reconfiguration not supported"), so root trusts
+// root only, and another user's root process is not trusted either.
 func trusted(c kchan.Cred) bool {
-	return c.UID == uint32(os.Geteuid()) || c.UID == 0
+	return c.UID == uint32(os.Geteuid())
 }
 
 // vouch says whether a trusted channel's peer may share memory with t,
-// and why not.
+// and why not: from facts both sides see alike, so that they agree.
 func (k *chans) vouch(ch *kchan.Chan) (bool, string) {
 	switch h := ch.Hello; {
 	case h.Release != k.self.Release:
 		return false, fmt.Sprintf("UCX %s here, %s there", k.self.Release, h.Release)
 	case h.IPCNS == 0 || h.IPCNS != k.self.IPCNS:
 		return false, "another IPC namespace"
-	case ch.Cred.PID == 0:
-		return false, "its process is not visible here"
 	}
 	return true, ""
 }
@@ -284,8 +284,13 @@ func (t *Transport) shmWhyNot(addr []byte) string {
 // ucxAddr is the address to hand UCX for the worker at addr: addr itself
 // when a trusted channel vouches for shared memory with it, else addr
 // without its shared-memory interfaces. Every endpoint is made from what
-// it returns. An address left with no transport is refused.
+// it returns. An address the engine would refuse as it is (a forged
+// interface) is refused before anything is removed from it, and one
+// left with no transport too.
 func (t *Transport) ucxAddr(addr []byte) ([]byte, error) {
+	if isUCX(t.eng) && !validAddress(addr) {
+		return nil, withDetail(ErrRefused, "not a worker address this build hands to UCX")
+	}
 	if ok, _ := t.shmVouched(addr); ok {
 		return addr, nil
 	}

@@ -40,6 +40,14 @@ func init() {
 		},
 		AddressRelease:    progress.AddressRelease,
 		ValidAddress:      progress.ValidAddress,
-		StripSharedMemory: cucx.StripSharedMemory,
+		StripSharedMemory: stripSharedMemoryChecked,
 	})
+}
+
+// stripSharedMemoryChecked is ucxnet's (engine_ucx.go).
+func stripSharedMemoryChecked(addr []byte) ([]byte, error) {
+	if err := cucx.CheckTransports(addr); err != nil {
+		return nil, err
+	}
+	return cucx.StripSharedMemory(addr)
 }
