@@ -140,7 +140,7 @@ func (c *Conn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
 		return c.lane.TC.SetKeepAliveConfig(cfg)
 	}
 	c.mu.Lock()
-	done := c.state.Phase == PhaseDone
+	done := c.state.Closed || c.state.Phase == PhaseDone
 	c.mu.Unlock()
 	if done {
 		return net.ErrClosed
