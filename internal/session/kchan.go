@@ -308,6 +308,9 @@ func (t *Transport) ucxAddr(addr []byte) ([]byte, error) {
 // gone: through the shard's engine goroutine, after a progress pass (see
 // reapGone).
 func (t *Transport) peersGone(addrs []string) {
+	if t.isClosed() {
+		return
+	}
 	for _, s := range t.shards {
 		s.gone.mu.Lock()
 		s.gone.addrs = append(s.gone.addrs, addrs...)
