@@ -266,8 +266,10 @@ func (t *Transport) shmVouched(addr []byte) (bool, string) {
 	return false, "no kernel channel to the peer vouches for it"
 }
 
-// shmWhyNot says why a conn to the worker at addr, which offers shared
-// memory, will not use it ("" if it may, or addr offers none).
+// shmWhyNot says why a conn to the worker at addr, a peer on this host
+// (a trusted channel reaches it) whose address offers shared memory,
+// will not use it: "" if it may, or it offers none, or no channel says
+// it is on this host.
 func (t *Transport) shmWhyNot(addr []byte) string {
 	if !isUCX(t.eng) {
 		return ""
@@ -275,8 +277,11 @@ func (t *Transport) shmWhyNot(addr []byte) string {
 	if o, err := offerOf(addr); err != nil || !o.SharedMemory {
 		return ""
 	}
-	if ok, why := t.shmVouched(addr); !ok {
-		return "no shared memory: " + why
+	k := &t.kc
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if l := k.byAddr[string(addr)]; l != nil && !l.shm {
+		return "no shared memory: " + l.why
 	}
 	return ""
 }
