@@ -8,7 +8,8 @@
 // A Transport listens on one name per worker address, Name(addr): a
 // dialer that holds a worker address (from a registry entry, or an
 // ACCEPT naming another worker) finds the channel with no protocol or
-// registry change. Abstract names are scoped by network namespace, as
+// registry change. Each name has its accept goroutine (a Transport runs
+// a few workers), and each channel one blocked Read. Abstract names are scoped by network namespace, as
 // TCP ports are: two network namespaces ("hosts") cannot reach each
 // other's channels.
 //

@@ -141,7 +141,12 @@ func (t *Transport) addLink(ch *kchan.Chan) (*link, bool) {
 	}
 	k.links[l] = struct{}{}
 	for _, a := range l.addrs {
-		k.byAddr[a] = l
+		// A second channel from the same Transport (two dials raced)
+		// takes only addresses no live channel holds: its end fails no
+		// peer that another channel still vouches for.
+		if k.byAddr[a] == nil {
+			k.byAddr[a] = l
+		}
 	}
 	return l, true
 }
