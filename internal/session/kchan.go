@@ -15,6 +15,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -299,17 +300,17 @@ func (t *Transport) shmWhyNot(addr []byte) string {
 // left with no transport too.
 func (t *Transport) ucxAddr(addr []byte) ([]byte, error) {
 	if isUCX(t.eng) && !validAddress(addr) {
-		return nil, withDetail(ErrRefused, "not a worker address this build hands to UCX")
+		return nil, errors.New("not a worker address this build hands to UCX")
 	}
 	if ok, _ := t.shmVouched(addr); ok {
 		return addr, nil
 	}
 	out, err := t.stripShm(addr)
 	if err != nil {
-		return nil, withDetail(ErrRefused, "address unusable without shared memory: %v", err)
+		return nil, fmt.Errorf("address unusable without shared memory: %w", err)
 	}
 	if len(out) == 0 {
-		return nil, withDetail(ErrRefused, "address offers only shared memory, and no kernel channel vouches for its sender")
+		return nil, errors.New("address offers only shared memory, and no kernel channel vouches for its sender")
 	}
 	return out, nil
 }
