@@ -4,6 +4,7 @@ package session
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -94,9 +95,7 @@ func testPausedPeer(t *testing.T, pause, lane string) {
 	child := startChild(t, dir, "paused")
 	reg, err := registry.NewDir(dir)
 	require.NoError(t, err)
-	// Idle 100 ms and 9 probes 100 ms apart: 1 s, well inside the pause.
-	const ka = 100 * time.Millisecond
-	tr, err := newUCXTransport(Config{Registry: reg, KeepAlive: ka, Lane: lane})
+	tr, err := newUCXTransport(Config{Registry: reg, Lane: lane})
 	require.NoError(t, err)
 	defer tr.Close()
 	c, err := (&Dialer{Transport: tr, Timeout: 10 * time.Second}).Dial(Network, "paused")
@@ -105,6 +104,11 @@ func testPausedPeer(t *testing.T, pause, lane string) {
 	if got, _ := c.(*testConn).Lane(); got != lane {
 		t.Skipf("the conn took the %s lane, not %s (UCX_TLS=%q)", got, lane, os.Getenv("UCX_TLS"))
 	}
+	// Idle 100 ms and 9 probes 100 ms apart: 1 s, well inside the pause
+	// (the kernel-TCP lane's socket counts whole seconds: 10 s, inside
+	// the pause and its round trips' guards).
+	require.NoError(t, c.(*testConn).SetKeepAliveConfig(net.KeepAliveConfig{
+		Enable: true, Idle: 100 * time.Millisecond, Interval: 100 * time.Millisecond, Count: 9}))
 	roundTrip(t, c, "before")
 	pid := child.Process.Pid
 	switch pause {
@@ -120,4 +124,8 @@ func testPausedPeer(t *testing.T, pause, lane string) {
 	st := tr.Stats()
 	t.Logf("%s/%s: keepalive failures %d, kept by the kernel channel %d", pause, lane, st.KeepAliveFailures, st.KeepAliveKernel)
 	require.Zero(t, st.KeepAliveFailures, "keepalive took the paused peer for dead")
+	if pause == "freeze" && lane == LaneUCX {
+		// A frozen peer answers nothing: only the kernel kept it.
+		require.Positive(t, st.KeepAliveKernel, "keepalive never judged the frozen peer")
+	}
 }
