@@ -6,8 +6,8 @@
 // module does not depend on these clients. Each recipe is a small function
 // here, meant to be copied:
 //
-//   - [RedisOptions]: go-redis over ucxnet, with the retries that replace
-//     the pool health check go-redis can only do on a syscall.Conn.
+//   - [RedisOptions]: go-redis over ucxnet, with retries at once for a
+//     pooled conn that dies between go-redis's health check and its command.
 //   - [PgxConfig]: pgx over ucxnet, with a LookupFunc so that the name
 //     never reaches DNS.
 //   - [ServeNATS]: an in-process nats-server serving a ucxnet listener;

@@ -1,12 +1,17 @@
 package recipes
 
 import (
+	"context"
+	"net"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ucxnet/ucxnet/ucxnet"
 )
 
 // startRedis runs redis-server on a Unix socket in a temporary directory
@@ -72,9 +77,10 @@ func commands(t *testing.T, c *redis.Client, key string, n int) (failed int, las
 }
 
 // TestRedisPoolAfterClientKill: after the server killed every pooled conn,
-// a client with RedisOptions loses no command, and each INCR counts once.
-// With go-redis's defaults over a ucxnet conn (no syscall.Conn, so no pool
-// health check) the first commands fail with EOF.
+// a client loses no command, and each INCR counts once: with RedisOptions,
+// and with go-redis's defaults and a plain Dialer, whose pool health check
+// reads a ucxnet conn's SyscallConn (a readiness descriptor on the UCX
+// lane, the socket on the kernel-TCP lane) and so drops the dead conns.
 func TestRedisPoolAfterClientKill(t *testing.T) {
 	sock := startRedis(t)
 	p := newPair(t, nil)
@@ -97,18 +103,26 @@ func TestRedisPoolAfterClientKill(t *testing.T) {
 		}
 	})
 
-	// Why the recipe: the same steps with go-redis's retry defaults.
+	// go-redis's defaults with a plain Dialer. The health check must also
+	// find live conns healthy: a pool that took every conn for dead would
+	// pass too, dialing anew for each command.
 	t.Run("defaults", func(t *testing.T) {
-		opts := RedisOptions(p.dialer, ln.Addr().String(), pool)
-		opts.MaxRetries, opts.MinRetryBackoff = 0, 0 // go-redis's defaults: 3 retries, backoff
-		c := redis.NewClient(opts)
+		var dials atomic.Int64
+		c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), PoolSize: pool,
+			Dialer: func(ctx context.Context, _, addr string) (net.Conn, error) {
+				dials.Add(1)
+				return p.dialer.DialContext(ctx, ucxnet.Network, addr)
+			}})
 		defer c.Close()
 		fillPool(t, c, pool)
-		killClients(t, sock)
-		failed, err := commands(t, c, "defaults", 3*pool)
-		if failed == 0 {
-			t.Fatalf("no command failed after CLIENT KILL with go-redis's retry defaults: is RedisOptions still needed?")
+		if n := killClients(t, sock); n != pool {
+			t.Fatalf("CLIENT KILL killed %d clients, want %d", n, pool)
 		}
-		t.Logf("with go-redis's retry defaults, %d of %d commands failed after CLIENT KILL (the last: %v)", failed, 3*pool, err)
+		if failed, err := commands(t, c, "defaults", 3*pool); failed != 0 {
+			t.Fatalf("go-redis's defaults: %d of %d commands failed after CLIENT KILL, the last with: %v", failed, 3*pool, err)
+		}
+		if n := dials.Load(); n > 2*pool {
+			t.Fatalf("%d dials for a pool of %d killed once: the health check takes live conns for dead", n, pool)
+		}
 	})
 }

@@ -26,7 +26,7 @@ func putBody(t *testing.T, e Entry, ttlMs int64) string {
 	return string(b)
 }
 
-// The attack of issue 13: many PUTs with large meta. Each is refused, and
+// The attack: many PUTs with large meta. Each is refused, and
 // the server holds nothing.
 func TestServerRefusesLargeMeta(t *testing.T) {
 	s := NewServer(ServerConfig{})

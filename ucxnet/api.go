@@ -100,8 +100,9 @@ const MetaUCXRelease = session.MetaUCXRelease
 const MinPSKLen = session.MinPSKLen
 
 // Network is the network name of ucxnet addresses and the one Dial and
-// Listen take ("tcp", "tcp4" and "tcp6" are accepted too, so that code such
-// as net/http's transport, which always dials "tcp", works unchanged).
+// Listen take (Dial also takes "tcp", "tcp4" and "tcp6", so that code such
+// as net/http's transport, which always dials "tcp", works unchanged;
+// Listen refuses them).
 const Network = session.Network
 
 // StatsOff, as Config.StatsDir or $UCXNET_STATS_DIR, serves no stats

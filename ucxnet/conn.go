@@ -12,7 +12,9 @@ import (
 // Conn is a ucxnet connection: a byte stream carried as UCX active
 // messages, or over a kernel TCP connection (the TCP lane; see
 // Config.Lane). It implements net.Conn and, like *net.TCPConn,
-// CloseWrite, SetLinger, ReadFrom and WriteTo. Its errors are
+// CloseWrite, SetLinger, ReadFrom, WriteTo, SetNoDelay, SetReadBuffer,
+// SetWriteBuffer and SyscallConn (rawconn.go: what each does per lane).
+// Its errors are
 // *net.OpError (Net "ucx", Source its LocalAddr, Addr its RemoteAddr),
 // except io.EOF. All methods are safe for concurrent use.
 type Conn struct {

@@ -1,8 +1,12 @@
 package ucxnet
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +75,66 @@ func TestTransportClosesItsRegistry(t *testing.T) {
 	ln.Close()
 	require.NoError(t, tr.Close())
 	goleak.VerifyNone(t, before)
+}
+
+// Stats counts every byte on both lanes, whichever path moves it: an
+// echo server whose io.Copy takes the ReadFrom and WriteTo fast paths
+// shows the bytes while the copy runs, and exactly what the dialer sent
+// once it ends, as the dialer does.
+func TestConnStatsCountCopies(t *testing.T) {
+	for _, ln := range []string{LaneTCP, ""} {
+		t.Run("lane="+ln, func(t *testing.T) {
+			forEachEngine(t, Config{Lane: ln}, testConnStatsCountCopies)
+		})
+	}
+}
+
+func testConnStatsCountCopies(t *testing.T, p *pair) {
+	c, s := p.conns(t)
+	defer c.Close()
+	defer s.Close()
+	echoed := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(s, s) // s.WriteTo(s), then s.ReadFrom
+		if err == nil {
+			err = s.(*Conn).CloseWrite()
+		}
+		echoed <- err
+	}()
+	counted := func(want uint64) {
+		t.Helper()
+		for _, conn := range []net.Conn{c, s} {
+			var st ConnStats
+			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+				if st = conn.(*Conn).Stats(); st.BytesIn == want && st.BytesOut == want {
+					break
+				}
+			}
+			require.Equal(t, [2]uint64{want, want}, [2]uint64{st.BytesIn, st.BytesOut},
+				"dialed=%v lane %s: bytes in and out", st.Dialed, st.Lane)
+		}
+	}
+	const hello = "seventeen bytes!\n"
+	_, err := io.Copy(c, strings.NewReader(hello))
+	require.NoError(t, err)
+	back := make([]byte, len(hello))
+	_, err = io.ReadFull(c, back)
+	require.NoError(t, err)
+	counted(uint64(len(hello))) // while the echo's copy is still running
+
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	sent := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(c, bytes.NewReader(payload))
+		if err == nil {
+			err = c.(*Conn).CloseWrite()
+		}
+		sent <- err
+	}()
+	n, err := io.Copy(io.Discard, c) // c.WriteTo
+	require.NoError(t, err)
+	require.Equal(t, int64(len(payload)), n)
+	require.NoError(t, <-sent)
+	require.NoError(t, <-echoed)
+	counted(uint64(len(hello) + len(payload)))
 }

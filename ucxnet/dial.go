@@ -66,8 +66,8 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	return newConn(s), nil
 }
 
-// checkNetwork accepts the networks Dial and Listen take: "ucx", "tcp",
-// "tcp4" and "tcp6".
+// checkNetwork accepts the networks Dial takes: "ucx", and "tcp", "tcp4"
+// and "tcp6" (net/http's transport and gRPC dial "tcp").
 func checkNetwork(network string) error {
 	switch network {
 	case Network, "tcp", "tcp4", "tcp6":

@@ -2,8 +2,12 @@ package ucxnet
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"time"
+
+	"github.com/ucxnet/ucxnet/internal/deadline"
 
 	"github.com/ucxnet/ucxnet/internal/session"
 	"github.com/ucxnet/ucxnet/registry"
@@ -24,7 +28,7 @@ type ListenConfig struct {
 	Backlog int
 	// PSK, if set, is a pre-shared key dialers must prove they know
 	// (a CPace key exchange and a mutual proof in the handshake; see
-	// Dialer.PSK and docs/PROTOCOL.md §5).
+	// Dialer.PSK and docs/PROTOCOL.md, "Handshake").
 	// Nil means the key in the file $UCXNET_PSK_FILE names, if set.
 	PSK []byte
 	// KeepAlive, if not zero, replaces the Transport's Config.KeepAlive
@@ -36,12 +40,14 @@ type ListenConfig struct {
 // Listener is a ucxnet listener. It implements net.Listener; Accept's
 // conns are *Conn.
 type Listener struct {
-	l *session.Listener
+	l  *session.Listener
+	dl deadline.Deadline // Accept's (SetDeadline)
 }
 
-// Listen announces name on the default transport. network must be "ucx"
-// (or "tcp", "tcp4", "tcp6"). An empty name publishes a fresh unique name,
-// which ln.Addr().String() returns.
+// Listen announces name on the default transport. network must be "ucx".
+// A name is a registry name, not a host:port (see ListenConfig.Listen).
+// An empty name publishes a fresh unique name, which ln.Addr().String()
+// returns.
 func Listen(network, name string) (net.Listener, error) {
 	var lc ListenConfig
 	return lc.Listen(context.Background(), network, name)
@@ -52,10 +58,23 @@ func Listen(network, name string) (net.Listener, error) {
 // the same name, here or in another process, makes it fail with an error
 // matching syscall.EADDRINUSE. Its errors are *net.OpError: Op "listen",
 // Net "ucx" and Addr the name (the fresh one, for an empty name); for a
-// network other than those Listen takes, Net that network and no Addr.
+// network other than "ucx" (Dial's aliases "tcp", "tcp4" and "tcp6"
+// included: no listener is made by code that passes a TCP network on),
+// Net that network, no Addr and a net.UnknownNetworkError, as
+// net.Listen("udp4x", ...) gives.
+//
+// A name is any printable text a registry takes ("cache", "db/primary"),
+// except one that reads as a TCP host:port ("127.0.0.1:0", ":8080",
+// "web:80", "[::1]:0"): Dial takes "host:port" for the name "host" (as
+// net/http dials), so such a listener could not be told from "host", and
+// ":0" would name one listener, not a fresh port. Listen refuses it with
+// an error matching registry.ErrInvalidName; "" asks for a fresh name.
 func (lc *ListenConfig) Listen(ctx context.Context, network, name string) (net.Listener, error) {
-	if err := checkNetwork(network); err != nil {
-		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+	if network != Network {
+		return nil, &net.OpError{Op: "listen", Net: network, Err: net.UnknownNetworkError(network)}
+	}
+	if err := checkName(name); err != nil {
+		return nil, &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}
 	}
 	if name == "" {
 		name = registry.UniqueName() // here, so that an error names it
@@ -65,7 +84,17 @@ func (lc *ListenConfig) Listen(ctx context.Context, network, name string) (net.L
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}
 	}
-	return &Listener{l: l}, nil
+	return &Listener{l: l, dl: deadline.Make()}, nil
+}
+
+// checkName refuses a name that reads as a TCP host:port.
+func checkName(name string) error {
+	_, port, err := net.SplitHostPort(name)
+	if err != nil || strings.Trim(port, "0123456789") != "" {
+		return nil
+	}
+	return fmt.Errorf("%w: %q is a TCP host:port; a ucxnet listener's address is a registry name "+
+		"such as %q (dialed as %q), or \"\" for a fresh one", registry.ErrInvalidName, name, "cache", "cache")
 }
 
 // opErr wraps a session error in a *net.OpError with the listener's name.
@@ -80,7 +109,7 @@ func (l *Listener) opErr(op string, err error) error {
 // returns an error matching net.ErrClosed. Its errors are *net.OpError
 // (Op "accept", Addr the listener's name).
 func (l *Listener) Accept() (net.Conn, error) {
-	s, err := l.l.AcceptStream()
+	s, err := l.l.AcceptStream(l.dl.Wait())
 	if err != nil {
 		return nil, l.opErr("accept", err)
 	}
@@ -91,6 +120,19 @@ func (l *Listener) Accept() (net.Conn, error) {
 // resets conns not yet accepted. A second Close returns an error matching
 // net.ErrClosed. Its errors are *net.OpError (Op "close").
 func (l *Listener) Close() error { return l.opErr("close", l.l.Close()) }
+
+// SetDeadline sets the deadline for Accept, as
+// (*net.TCPListener).SetDeadline does: past it, Accept (one blocked
+// already included) returns an error matching os.ErrDeadlineExceeded
+// whose Timeout() is true. A zero t means no deadline. After Close it
+// returns an error matching net.ErrClosed.
+func (l *Listener) SetDeadline(t time.Time) error {
+	if l.l.Closed() {
+		return l.opErr("set", net.ErrClosed)
+	}
+	l.dl.Set(t)
+	return nil
+}
 
 // Addr returns the listener's name.
 func (l *Listener) Addr() net.Addr { return faceAddr(l.l.Addr()) }

@@ -39,7 +39,9 @@ type ConnStats struct {
 	State      string   `json:"state"` // one of the Conn* state names
 	// BytesIn and BytesOut count payload bytes received from the peer
 	// (read or not) and written to it (handed to the transport, or queued
-	// in the conn's open frame). FramesIn and FramesOut count the data
+	// in the conn's open frame), whichever path moved them: on the
+	// kernel-TCP lane the kernel counts them (sendfile and splice through
+	// ReadFrom and WriteTo included). FramesIn and FramesOut count the data
 	// frames that carried them on the UCX lane; the kernel-TCP lane has
 	// no frames (0).
 	BytesIn   uint64 `json:"bytes_in"`
@@ -60,84 +62,86 @@ type ConnStats struct {
 	// RTT is the round trip to the peer: on the UCX lane that of the
 	// peer's last answered keepalive PING (per peer, sent only when the
 	// peer has been silent for a while: see Config.KeepAlive), on the
-	// kernel-TCP lane the kernel's smoothed estimate. 0: not measured yet.
+	// kernel-TCP lane the kernel's minimum over its recent samples
+	// (tcpi_min_rtt: the path's, without the peer's delayed ACKs, the same
+	// at both ends). 0: not measured yet.
 	RTT time.Duration `json:"rtt_ns"`
 }
 
 // Stats are a Transport's counters: conns dialed, accepted and refused,
 // frames and bytes each way, and the failures and drops it saw.
 type Stats struct {
-	Dials          uint64 // dials started
-	Accepts        uint64 // conns accepted into a listener's queue
-	Refused        uint64 // CONNECTs refused (no listener, backlog full, failed authentication)
-	FramesIn       uint64 // frames received
-	BytesIn        uint64 // payload bytes received
-	FramesOut      uint64 // data frames sent
-	BytesOut       uint64 // payload bytes sent
-	BadFrames      uint64 // frames dropped as malformed
-	UnknownConn    uint64 // frames for conn ids this transport does not have
-	Duplicates     uint64 // duplicate frames dropped
-	ResetsSent     uint64 // RST frames sent
-	ResetsReceived uint64 // RST frames received
-	ProtocolResets uint64 // conns reset because the peer broke the protocol
-	PeerFailures   uint64 // endpoints UCX reported as failed
-	AuthFailures   uint64 // handshakes refused for a wrong or missing pre-shared key
-	OpenConns      uint64 // conns in the conn table now
-	Peers          uint64 // endpoints now
-	InflightSends  uint64 // sends whose buffers UCX still owns
-	ZeroCopyFrames uint64 // data frames sent straight from the writer's memory (see Config.CopyWrites)
-	StalledPeers   uint64 // endpoints force-closed because the peer stopped draining a zero-copy send
+	Dials          uint64 `json:"dials"`            // dials started
+	Accepts        uint64 `json:"accepts"`          // conns accepted into a listener's queue
+	Refused        uint64 `json:"refused"`          // CONNECTs refused (no listener, backlog full, failed authentication)
+	FramesIn       uint64 `json:"frames_in"`        // frames received
+	BytesIn        uint64 `json:"bytes_in"`         // payload bytes received
+	FramesOut      uint64 `json:"frames_out"`       // data frames sent
+	BytesOut       uint64 `json:"bytes_out"`        // payload bytes sent
+	BadFrames      uint64 `json:"bad_frames"`       // frames dropped as malformed
+	UnknownConn    uint64 `json:"unknown_conn"`     // frames for conn ids this transport does not have
+	Duplicates     uint64 `json:"duplicates"`       // duplicate frames dropped
+	ResetsSent     uint64 `json:"resets_sent"`      // RST frames sent
+	ResetsReceived uint64 `json:"resets_received"`  // RST frames received
+	ProtocolResets uint64 `json:"protocol_resets"`  // conns reset because the peer broke the protocol
+	PeerFailures   uint64 `json:"peer_failures"`    // endpoints UCX reported as failed
+	AuthFailures   uint64 `json:"auth_failures"`    // handshakes refused for a wrong or missing pre-shared key
+	OpenConns      uint64 `json:"open_conns"`       // conns in the conn table now
+	Peers          uint64 `json:"peers"`            // endpoints now
+	InflightSends  uint64 `json:"inflight_sends"`   // sends whose buffers UCX still owns
+	ZeroCopyFrames uint64 `json:"zero_copy_frames"` // data frames sent straight from the writer's memory (see Config.CopyWrites)
+	StalledPeers   uint64 `json:"stalled_peers"`    // endpoints force-closed because the peer stopped draining a zero-copy send
 	// ForeignFrames counts frames dropped because they named a conn but
 	// came from another endpoint than the one the conn was made with.
-	ForeignFrames     uint64
-	PingsSent         uint64 // keepalive probes sent (see Config.KeepAlive)
-	KeepAliveFailures uint64 // peers taken for dead because they stayed silent past KeepAlive
+	ForeignFrames     uint64 `json:"foreign_frames"`
+	PingsSent         uint64 `json:"pings_sent"`          // keepalive probes sent (see Config.KeepAlive)
+	KeepAliveFailures uint64 `json:"keep_alive_failures"` // peers taken for dead because they stayed silent past KeepAlive
 	// KeepAliveKernel counts the times a peer that keepalive would have
 	// failed was kept because the kernel channel says its process lives
 	// on this host (stopped, frozen or starved).
-	KeepAliveKernel uint64
+	KeepAliveKernel uint64 `json:"keep_alive_kernel"`
 	// PeersExited counts the peers failed because the kernel channel
 	// said their process exited.
-	PeersExited     uint64
-	IdlePeersClosed uint64 // endpoints closed because no conn used them
+	PeersExited     uint64 `json:"peers_exited"`
+	IdlePeersClosed uint64 `json:"idle_peers_closed"` // endpoints closed because no conn used them
 	// QueuedWrites counts small writes that found the engine busy or the
 	// path to their peer backed up and went into the conn's open frame,
 	// sent shortly after, coalesced with the conn's following small
 	// writes.
-	QueuedWrites uint64
+	QueuedWrites uint64 `json:"queued_writes"`
 	// ConnectsDropped counts CONNECTs dropped unanswered because
 	// answering would have made an endpoint beyond the budget for
 	// endpoints made from CONNECTs' addresses: a second address named
 	// from one sender's endpoint, or one over the rate (128 at once, 128 a
 	// second per Transport). Their dials fail after twice KeepAlive.
 	// docs/RELIABILITY.md describes the flood this bounds.
-	ConnectsDropped uint64
+	ConnectsDropped uint64 `json:"connects_dropped"`
 }
 
 // LaneStats are a Transport's kernel-TCP lane counters: the conns on the
 // lane now and the preambles refused.
 type LaneStats struct {
-	OpenConns uint64 // conns on the TCP lane now
+	OpenConns uint64 `json:"open_conns"` // conns on the TCP lane now
 	// Garbage counts TCP conns closed because their first bytes were not
 	// a ucxnet preamble (a port scanner, another protocol).
-	Garbage uint64
+	Garbage uint64 `json:"garbage"`
 	// Oversized counts preambles whose fields were out of bounds.
-	Oversized uint64
+	Oversized uint64 `json:"oversized"`
 	// Timeouts counts preambles not done within the handshake timeout
 	// (or cut short by the dialer).
-	Timeouts uint64
+	Timeouts uint64 `json:"timeouts"`
 	// OverCap counts TCP conns closed at once because the listener
 	// already had 64 conns in their preamble.
-	OverCap uint64
+	OverCap uint64 `json:"over_cap"`
 }
 
 // LaneInfo says which lane a dial to a name would take, and why
 // (Transport.LaneTo, for `ucxnet info` and demo). It resolves the name but
 // connects to nothing.
 type LaneInfo struct {
-	Lane      string   // LaneUCX or LaneTCP; "" when neither reaches the peer
-	Reason    string   // why (or why neither)
-	Endpoints []string // the TCP endpoints the entry publishes that a dial would try
+	Lane      string   `json:"lane"`      // LaneUCX or LaneTCP; "" when neither reaches the peer
+	Reason    string   `json:"reason"`    // why (or why neither)
+	Endpoints []string `json:"endpoints"` // the TCP endpoints the entry publishes that a dial would try
 }
 
 // Snapshot is the state of one transport: its counters, listeners and

@@ -85,6 +85,15 @@ func (t *Transport) LaneTo(name string) (LaneInfo, error) {
 	return LaneInfo(info), err
 }
 
+// LaneDevices returns where the transport's listeners listen on the
+// kernel-TCP lane, in UCX_NET_DEVICES's syntax ("" for every interface),
+// and why. Unless UCX_NET_DEVICES (Config.NetDevices) names devices: with
+// a registry only this host reads (a directory, the memory registry), the
+// loopback interface; with a shared one (a registry server, etcd), every
+// interface. (UCX's own tcp transport, when in use, listens on every
+// interface UCX_NET_DEVICES allows: `ucxnet info` lists them.)
+func (t *Transport) LaneDevices() (devices, reason string) { return t.t.LaneDevices() }
+
 // Snapshot returns the transport's state now.
 func (t *Transport) Snapshot() Snapshot { return snapshot(t.t.Snapshot()) }
 

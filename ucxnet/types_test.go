@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ucxnet/ucxnet/internal/engine/memengine"
 	"github.com/ucxnet/ucxnet/internal/session"
 )
 
@@ -161,5 +162,37 @@ func TestAddrsAreUcxnets(t *testing.T) {
 				require.Equal(t, Addr{Name: p.ln.Addr().String()}, p.ln.Addr())
 			})
 		})
+	}
+}
+
+// Every key of the JSON that `ucxnet ls --json`, the stats socket and
+// PublishExpvar give is snake_case, as the conns' keys always were:
+// one style, whatever the field's Go name.
+func TestJSONKeysOneStyle(t *testing.T) {
+	n := memengine.NewNetwork()
+	p := newPairOf(t, Config{StatsDir: StatsOff}, func(cfg Config) *Transport { return newMemTransport(t, n, cfg) })
+	c, s := p.conns(t) // the snapshot has a conn
+	defer c.Close()
+	defer s.Close()
+	var keys func(v any, at string)
+	keys = func(v any, at string) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				require.Regexp(t, `^[a-z][a-z0-9_]*$`, k, "key %q at %s", k, at)
+				keys(x, at+"."+k)
+			}
+		case []any:
+			for _, x := range v {
+				keys(x, at+"[]")
+			}
+		}
+	}
+	for _, v := range []any{p.server.Snapshot(), LaneInfo{Lane: LaneTCP, Endpoints: []string{"127.0.0.1:1"}}} {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		var m any
+		require.NoError(t, json.Unmarshal(b, &m))
+		keys(m, fmt.Sprintf("%T", v))
 	}
 }

@@ -5,7 +5,7 @@ package main
 //
 // A plain cat cannot tell when its peer has received everything: ucxnet
 // does not order the failure of an exiting peer after that peer's last
-// frames (docs/PROTOCOL.md §10), so each side waits for the other to go
+// frames (docs/PROTOCOL.md, "Peer failure"), so each side waits for the other to go
 // (--linger), and two cats wait for each other. A "cat -l" therefore also
 // listens under a second, private name that it publishes in its registry
 // entry (metaCatRecords); a cat that finds it there dials that name, and

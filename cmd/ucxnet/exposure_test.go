@@ -166,7 +166,7 @@ func TestProxyMaxConns(t *testing.T) {
 		defer c.Close()
 		io.Copy(c, c) // echo until the client closes
 	})
-	p := startProxy(t, t.TempDir(), "tcp:127.0.0.1:0", "tcp:"+backend, "--max-conns", "2")
+	p := startProxy(t, t.TempDir(), "tcp:127.0.0.1:0", "tcp:"+backend, "--max-conns", "2", "-v")
 
 	echo := func(c net.Conn) error {
 		c.SetDeadline(time.Now().Add(20 * time.Second)) // a hang guard, not a timing check

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,18 @@ then closes the conn.`,
 }
 
 func runInfo(ctx context.Context, sio *stdio, args []string, timeout time.Duration, netDevices string) error {
+	// The registry and the worker first: a setting that stops them (a bad
+	// UCX_TLS, an unreadable registry) is the one error printed, not the
+	// end of half a report.
+	reg, err := registry.FromEnv()
+	if err != nil {
+		return fmt.Errorf("opening registry: %w", err)
+	}
+	t, err := newTransport(netDevices, reg)
+	if err != nil {
+		return fmt.Errorf("starting a UCX worker: %w", err)
+	}
+	defer t.Close() // probe closes it first, gracefully; a second Close just fails
 	w := sio.Out
 	printUCXLibrary(w)
 
@@ -87,23 +100,18 @@ func runInfo(ctx context.Context, sio *stdio, args []string, timeout time.Durati
 		spec = "(unset: default)"
 	}
 	fmt.Fprintf(w, "  %s=%s\n", registry.EnvRegistry, spec)
-	reg, err := registry.FromEnv()
-	if err != nil {
-		return fmt.Errorf("opening registry: %w", err)
-	}
 	fmt.Fprintf(w, "  in use: %s\n", reg)
-
-	t, err := newTransport(netDevices, reg)
-	if err != nil {
-		return fmt.Errorf("starting a UCX worker: %w", err)
-	}
-	defer t.Close() // probe closes it first, gracefully; a second Close just fails
 	fmt.Fprintf(w, "\nTCP addresses this process listens on, with a UCX worker up")
 	if netDevices != "" {
 		fmt.Fprintf(w, " (NET_DEVICES=%s)", netDevices)
 	}
 	fmt.Fprintf(w, ":\n")
 	printListening(w, "  ")
+	devices, why := t.LaneDevices()
+	if devices == "" {
+		devices = "every interface"
+	}
+	fmt.Fprintf(w, "\nA listener's kernel-TCP lane listens on: %s\n  (%s)\n", devices, why)
 
 	if len(args) == 0 {
 		return nil
@@ -205,6 +213,32 @@ func printEntry(w io.Writer, e registry.Entry, indent string) {
 	for _, k := range sortedKeys(e.Meta) {
 		fmt.Fprintf(w, "%smeta:    %s=%s\n", indent, k, e.Meta[k])
 	}
+	fmt.Fprintf(w, "%sexposed: %s\n", indent, exposure(e))
+}
+
+// exposure says where an entry's listener can be reached on kernel TCP,
+// from the endpoints it publishes (its UCX worker's own tcp transport,
+// if in use, listens as `ucxnet info` shows for this host).
+func exposure(e registry.Entry) string {
+	var loop, other []string
+	for _, s := range strings.Split(e.Meta[ucxnet.MetaTCP], ",") {
+		ap, err := netip.ParseAddrPort(strings.TrimSpace(s))
+		switch {
+		case err != nil:
+		case ap.Addr().IsLoopback():
+			loop = append(loop, ap.String())
+		default:
+			other = append(other, ap.String())
+		}
+	}
+	const auth = "; a dialer must prove a pre-shared key only if the listener has one (UCXNET_PSK_FILE)"
+	switch {
+	case len(other) > 0:
+		return "kernel TCP on " + strings.Join(append(other, loop...), " ") + ": other hosts that route to these addresses can connect" + auth
+	case len(loop) > 0:
+		return "kernel TCP on loopback only (" + strings.Join(loop, " ") + "): processes of this host" + auth
+	}
+	return "no kernel-TCP endpoint (the UCX lane only)"
 }
 
 type ucxTransport struct {

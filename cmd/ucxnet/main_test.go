@@ -184,7 +184,8 @@ func TestInfo(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("info: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, s := range []string{"UCX version 1.", "Transports and devices", "dir:" + reg} {
+	for _, s := range []string{"UCX version 1.", "Transports and devices", "dir:" + reg,
+		"kernel-TCP lane listens on: lo"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("info output lacks %q:\n%s", s, r.stdout)
 		}
@@ -410,7 +411,8 @@ func TestInfoName(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("info info-test: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, s := range []string{"resolves:", "pid:", "address:", "dial: ok", "transports: ", "lane a dial takes: ", "lane: "} {
+	for _, s := range []string{"resolves:", "pid:", "address:", "dial: ok", "transports: ", "lane a dial takes: ", "lane: ",
+		"exposed: kernel TCP on loopback only"} { // a directory registry: loopback only
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("info info-test lacks %q:\n%s", s, r.stdout)
 		}
@@ -435,4 +437,64 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo could not tell the transports:\n%s", r.stdout)
 	}
 	t.Logf("demo output:\n%s", r.stdout)
+}
+
+// A bad UCX_TLS: info prints ucxnet's error alone, whole, on stderr (no
+// half report, no UCX log lines before it); UCX's own lines appear when
+// UCX_LOG_LEVEL asks for them.
+func TestInfoBadUCXTLSQuiet(t *testing.T) {
+	if r := runBin(t, t.TempDir(), nil, 20*time.Second, "info"); !strings.Contains(r.stdout, "UCX version 1.") {
+		t.Skip("no UCX in this build")
+	}
+	for _, level := range []string{"", "warn"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := binCommand(ctx, t, t.TempDir(), "info")
+		var env []string
+		for _, kv := range cmd.Env {
+			if !strings.HasPrefix(kv, "UCX_TLS=") && !strings.HasPrefix(kv, "UCX_LOG_LEVEL=") {
+				env = append(env, kv)
+			}
+		}
+		cmd.Env = append(env, "UCX_TLS=bogus")
+		if level != "" {
+			cmd.Env = append(cmd.Env, "UCX_LOG_LEVEL="+level)
+		}
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("UCX_LOG_LEVEL=%q: info with UCX_TLS=bogus: %v, want exit 1\nstderr:\n%s", level, err, errb.String())
+		}
+		if strings.Contains(out.String(), "UCX version") {
+			t.Errorf("UCX_LOG_LEVEL=%q: a half report on stdout:\n%s", level, out.String())
+		}
+		lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+		last := lines[len(lines)-1]
+		if !strings.HasPrefix(last, "ucxnet: info: ") || !strings.Contains(last, "UCX_TLS") {
+			t.Errorf("UCX_LOG_LEVEL=%q: stderr does not end with ucxnet's error:\n%s", level, errb.String())
+		}
+		// UCX writes its log lines to stdout.
+		if ucxLines := strings.Contains(out.String()+errb.String(), " UCX  "); ucxLines != (level != "") {
+			t.Errorf("UCX_LOG_LEVEL=%q: UCX's own lines: %v\nstdout:\n%s\nstderr:\n%s", level, ucxLines, out.String(), errb.String())
+		}
+	}
+}
+
+// --version shows the commit that make build stamps when Go records no
+// VCS revision (GOFLAGS=-buildvcs=false, a tree without .git).
+func TestVersionShowsStampedCommit(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ucxnet")
+	build := exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X main.commit=0123456789ab", "-o", out, ".")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	got, err := exec.Command(out, "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), "(revision 0123456789ab)") {
+		t.Errorf("--version:\n%s\nwant the stamped revision", got)
+	}
 }

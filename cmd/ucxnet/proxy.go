@@ -28,8 +28,10 @@ links unchanged:
 
 tcp→tcp and ucx→ucx work too. Once the proxy listens it prints one line on
 stdout, "listening LISTEN -> TO", where LISTEN is the bound address (for
-tcp:127.0.0.1:0 the real port). Each conn opened and closed is reported on
-stderr with the bytes copied each way, unless --quiet.
+tcp:127.0.0.1:0 the real port). With -v each conn opened and closed is
+reported on stderr with the bytes copied each way; without it stderr has
+only the proxy's start and end and its failures (a connect that fails, a
+conn refused over --max-conns), and --quiet leaves out all but refusals.
 
 Half-close is passed through: when one side's reading hits EOF, the proxy
 shuts down writing on the other side (CloseWrite), and closes both once
@@ -44,7 +46,8 @@ conns finish for up to --grace, closes what is left and exits 0.`,
 		to := fs.String("to", "", "`side` to connect each conn to: tcp:HOST:PORT or ucx:NAME")
 		dialTimeout := fs.Duration("dial-timeout", 10*time.Second, "`timeout` for connecting to --to")
 		grace := fs.Duration("grace", 2*time.Second, "on SIGINT/SIGTERM, let open conns finish for up to `time`")
-		quiet := fs.Bool("quiet", false, "no per-conn messages on stderr")
+		quiet := fs.Bool("quiet", false, "no messages on stderr but refusals over --max-conns")
+		verbose := fs.Bool("v", false, "a line on stderr for each conn opened and closed, with the bytes copied")
 		maxConns := fs.Int("max-conns", 1024, "bound on concurrent proxied conns; conns accepted beyond it are closed at once, counted and logged (0: no bound)")
 		idle := fs.Duration("idle-timeout", 5*time.Minute, "reset a conn after `time` without a byte read from either side (0: never)")
 		netDevices := fs.String("net-devices", "", netDevicesUsage)
@@ -69,7 +72,7 @@ conns finish for up to --grace, closes what is left and exits 0.`,
 			if *idle < 0 {
 				return usagef("--idle-timeout %v: want 0 (never) or more", *idle)
 			}
-			p := &proxy{from: ln, to: dst, dialTimeout: *dialTimeout, grace: *grace, quiet: *quiet, sio: sio,
+			p := &proxy{from: ln, to: dst, dialTimeout: *dialTimeout, grace: *grace, quiet: *quiet, verbose: *verbose, sio: sio,
 				maxConns: *maxConns, idleTimeout: *idle, netDevices: *netDevices}
 			return p.run(ctx)
 		}
@@ -111,6 +114,7 @@ type proxy struct {
 	dialTimeout time.Duration
 	grace       time.Duration
 	quiet       bool
+	verbose     bool // -v: log each conn's open and close
 	sio         *stdio
 	maxConns    int           // 0: no bound
 	idleTimeout time.Duration // 0: none
@@ -136,6 +140,13 @@ func (p *proxy) logf(format string, args ...any) {
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
 	fmt.Fprintf(p.sio.Err, "ucxnet proxy: "+format+"\n", args...)
+}
+
+// connf logs a conn's open or close: with -v only.
+func (p *proxy) connf(format string, args ...any) {
+	if p.verbose {
+		p.logf(format, args...)
+	}
 }
 
 func (p *proxy) run(ctx context.Context) error {
@@ -379,7 +390,7 @@ func (p *proxy) handle(ctx context.Context, a net.Conn) {
 		a.Close()
 		return
 	}
-	p.logf("conn %d: open %s -> %s", id, describe(a), describe(b))
+	p.connf("conn %d: open %s -> %s", id, describe(a), describe(b))
 	pr := &pair{a: a, b: b}
 	p.mu.Lock()
 	p.conns[pr] = struct{}{}
@@ -395,11 +406,11 @@ func (p *proxy) handle(ctx context.Context, a net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, pr)
 	p.mu.Unlock()
-	status := "closed"
+	status, logf := "closed", p.connf
 	if err != nil {
-		status = "failed: " + err.Error()
+		status, logf = "failed: "+err.Error(), p.logf // a failure is logged without -v too
 	}
-	p.logf("conn %d: %s: %d bytes in (-> %s), %d bytes out (<- %s), %v",
+	logf("conn %d: %s: %d bytes in (-> %s), %d bytes out (<- %s), %v",
 		id, status, up, p.to, down, p.to, time.Since(start).Round(time.Millisecond))
 }
 

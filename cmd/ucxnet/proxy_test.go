@@ -113,8 +113,8 @@ func startProxyPair(t *testing.T, backend string) (string, *proxyProc, *proxyPro
 	t.Helper()
 	reg := t.TempDir()
 	name := "proxy-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	b := startProxy(t, reg, "ucx:"+name, "tcp:"+backend)
-	a := startProxy(t, reg, "tcp:127.0.0.1:0", "ucx:"+name)
+	b := startProxy(t, reg, "ucx:"+name, "tcp:"+backend, "-v")
+	a := startProxy(t, reg, "tcp:127.0.0.1:0", "ucx:"+name, "-v")
 	return a.addr, a, b
 }
 
@@ -389,6 +389,42 @@ func tcpBackend(t *testing.T, serve func(c net.Conn)) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// TestProxyLogsConnsOnlyVerbose: a conn opened and closed cleanly is a
+// line on stderr with -v only; the proxy's start is there either way.
+func TestProxyLogsConnsOnlyVerbose(t *testing.T) {
+	backend := tcpBackend(t, func(c net.Conn) { io.Copy(c, c); c.Close() }) // echo
+	for _, verbose := range []bool{false, true} {
+		var extra []string
+		if verbose {
+			extra = append(extra, "-v")
+		}
+		p := startProxy(t, t.TempDir(), "tcp:127.0.0.1:0", "tcp:"+backend, extra...)
+		c, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "ping")
+		c.(*net.TCPConn).CloseWrite()
+		if got, err := io.ReadAll(c); err != nil || string(got) != "ping" {
+			t.Fatalf("echo through the proxy: %q, %v", got, err)
+		}
+		c.Close()
+		if verbose { // the close line comes after the client's EOF: wait for it
+			for end := time.Now().Add(20 * time.Second); time.Now().Before(end) && !strings.Contains(p.stderr.String(), "conn 1: closed"); {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		p.stop(t)
+		s := p.stderr.String()
+		if logged := strings.Contains(s, "conn 1: open") && strings.Contains(s, "conn 1: closed"); logged != verbose {
+			t.Errorf("-v %v: conn 1 logged %v, want %v; stderr:\n%s", verbose, logged, verbose, s)
+		}
+		if !verbose && strings.Contains(s, "conn 1") {
+			t.Errorf("without -v, a clean conn is logged:\n%s", s)
+		}
+	}
 }
 
 // TestProxyIdleTimeout: idle clients take every --max-conns slot. With

@@ -21,7 +21,7 @@ for UCXNET_PSK_FILE or Dialer.PSK/ListenConfig.PSK. An existing FILE is kept
 unless --force is given; "-" writes the key to standard output. Give the
 same file to the listener and its dialers. A generated key cannot be
 guessed, online or offline; a key a person chose can be guessed online,
-one guess per handshake (see README, "Access control").`,
+one guess per handshake (see docs/RELIABILITY.md, "Security model and its limits").`,
 	Setup: func(fs *flag.FlagSet) func(ctx context.Context, sio *stdio, args []string) error {
 		force := fs.Bool("force", false, "replace FILE if it exists")
 		return func(_ context.Context, sio *stdio, args []string) error {

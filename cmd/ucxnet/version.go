@@ -16,7 +16,7 @@ var versionCmd = &command{
 	Short: "print the ucxnet, Go and UCX versions (also --version)",
 	Long: `Version prints the module version of this build (from the Go build
 information: "(devel)" for a build from a work tree, with its VCS revision
-when Go recorded one), the Go release that built it, and the UCX release
+as Go recorded it or as make build stamped it), the Go release that built it, and the UCX release
 loaded and the one ucxnet was built against.`,
 	Setup: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 		return func(_ context.Context, sio *stdio, args []string) error {
@@ -28,6 +28,11 @@ loaded and the one ucxnet was built against.`,
 		}
 	},
 }
+
+// commit is the revision `make build` stamps (-ldflags "-X
+// main.commit=..."), for builds where Go records none (-buildvcs=false, a
+// tree without .git).
+var commit string
 
 // printVersion writes the version lines of "ucxnet version".
 func printVersion(w io.Writer) {
@@ -48,6 +53,9 @@ func printVersion(w io.Writer) {
 	}
 	if rev != "" && dirty {
 		rev += "+modified"
+	}
+	if rev == "" {
+		rev = commit
 	}
 	fmt.Fprintf(w, "ucxnet %s", mod)
 	if rev != "" {

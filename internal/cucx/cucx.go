@@ -13,7 +13,9 @@ import "C"
 
 import (
 	"errors"
+	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -74,9 +76,20 @@ type Worker struct {
 	w *C.cucx_worker_t
 }
 
+// quiet keeps UCX's own log lines (WARN and ERROR, with epoch
+// timestamps) out of the program's stderr unless the environment sets
+// UCX_LOG_LEVEL: it sets UCX's log level to fatal, once. Open calls it;
+// ucxnet's errors say what went wrong.
+var quiet = sync.OnceFunc(func() {
+	if _, set := os.LookupEnv("UCX_LOG_LEVEL"); !set {
+		C.cucx_quiet()
+	}
+})
+
 // Open creates a UCP context and worker with the given configuration
 // overrides (applied on top of the UCX_* environment).
 func Open(settings []Setting) (*Worker, error) {
+	quiet()
 	names := make([]*C.char, len(settings)+1)
 	values := make([]*C.char, len(settings)+1)
 	for i, s := range settings {

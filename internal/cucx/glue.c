@@ -3,6 +3,7 @@
  * array, buffer pool and counters, which C would otherwise have to export
  * between translation units. */
 #include "glue.h"
+#include <ucs/config/global_opts.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,6 +255,13 @@ static void ep_unref(cucx_ep_t *ep)
 }
 
 /* ---- context and worker ------------------------------------------------ */
+
+/* cucx_quiet sets UCX's log level to fatal: its WARN and ERROR lines stay
+ * out of the program's stderr (ucxnet's errors say what went wrong). */
+void cucx_quiet(void)
+{
+    (void)ucs_global_opts_set_value("LOG_LEVEL", "fatal");
+}
 
 ucs_status_t cucx_open(cucx_worker_t **out, const char **names, const char **values, int n)
 {

@@ -94,6 +94,7 @@ struct cucx_zc_op {
     uint8_t        hdrs[];  /* one header per frame: UCX 1.13 keeps the header pointer */
 };
 
+void cucx_quiet(void);
 ucs_status_t cucx_open(cucx_worker_t **out, const char **names, const char **values, int n);
 void         cucx_close(cucx_worker_t *w);
 /* cucx_trim_pool frees the pooled buffers beyond what each class keeps for

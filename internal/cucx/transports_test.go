@@ -61,7 +61,7 @@ func relabel(t *testing.T, addr []byte, from, to uint16) []byte {
 	return out
 }
 
-// TestForgedTransportRejected performs finding 1 of issue 23 on the
+// TestForgedTransportRejected performs the forged-transport attack on the
 // address level: the self interface relabelled as tcp or posix passes
 // ValidateAddress but not CheckTransports; so does an unknown checksum.
 func TestForgedTransportRejected(t *testing.T) {

@@ -26,6 +26,10 @@ type Conn struct {
 	TC    *net.TCPConn
 	eof   atomic.Bool // a Read returned the peer's orderly EOF
 	wshut atomic.Bool // CloseWrite was called
+	base  struct {    // the kernel's counts when the preamble ended (Established)
+		in, out uint64
+		ok      atomic.Bool
+	}
 }
 
 // CloseWrite shuts down the writing side.

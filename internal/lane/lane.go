@@ -36,6 +36,7 @@ const (
 	ReasonSharedMemory = "same host: shared memory"
 	ReasonRDMA         = "RDMA to this peer"
 	ReasonOnlyTCP      = "kernel tcp: no UCX transport better than tcp to this peer"
+	ReasonFallback     = "the kernel tcp lane failed: UCX"
 )
 
 // Offer is what a UCX worker address offers a peer, as far as the lane
@@ -62,6 +63,10 @@ type Facts struct {
 type Choice struct {
 	Lane   string // UCX or TCP; "" when neither reaches the peer
 	Reason string // why the lane, or why neither (then the dial is refused)
+	// Fallback: the lane is TCP, chosen rather than UCX, which both ends
+	// have: a dial whose TCP connection fails (refused, reset, silent)
+	// takes UCX instead.
+	Fallback bool
 }
 
 // Decide picks the lane for a dial. It is pure: every input is in f.
@@ -100,7 +105,9 @@ func Decide(f Facts) Choice {
 	case f.Local.RDMA && f.Peer.RDMA:
 		return ucx(ReasonRDMA)
 	}
-	return tcp(ReasonOnlyTCP)
+	ch := tcp(ReasonOnlyTCP)
+	ch.Fallback = true
+	return ch
 }
 
 // MaxEndpoints bounds the endpoints a listener publishes and a dialer

@@ -39,6 +39,8 @@ func TestDecide(t *testing.T) {
 			ch := Decide(tc.f)
 			require.Equal(t, tc.lane, ch.Lane)
 			require.Equal(t, tc.reason, ch.Reason)
+			// UCX is a fallback only where auto chose TCP over it.
+			require.Equal(t, tc.reason == ReasonOnlyTCP, ch.Fallback)
 		})
 	}
 	// Neither lane reaches the peer: no lane, and the reason says why.

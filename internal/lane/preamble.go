@@ -32,14 +32,14 @@ const (
 	MaxPreamble = HelloFixed + 2*255 + auth.ChallengeLen
 )
 
-// The listener's status byte.
+// The listener's status byte. A stranger is told one thing, StatusRefused,
+// whether no listener of that name is here, the dialer's key setting is
+// not the listener's, its proof failed, or its source failed too many
+// proofs of late: the reply does not say which names exist or are keyed.
 const (
 	StatusOK          byte = 0
-	StatusNoListener  byte = 1 // no listener of that name here
-	StatusNeedPSK     byte = 2 // the listener requires a pre-shared key
-	StatusBacklogFull byte = 3
-	StatusAuthFailed  byte = 4
-	StatusNoPSK       byte = 5 // the dialer proves a key, the listener has none
+	StatusRefused     byte = 1
+	StatusBacklogFull byte = 3 // the name and key setting matched; the accept queue is full
 )
 
 // Errors of a dialer's preamble that is not one.
@@ -51,15 +51,16 @@ var (
 // Hello is a dialer's preamble.
 type Hello struct {
 	PSK       bool   // the dialer proves a pre-shared key
-	ID        uint64 // the dialer's conn id
+	ID        uint64 // the dialer's conn id, not 0
 	Name      string // the listener name dialed: printable ASCII, 1 to 255 bytes
 	LocalName string // the dialer's name: printable ASCII, at most 255 bytes
 	Challenge []byte // with PSK: auth.ChallengeLen bytes
 }
 
 // ReadHello reads and checks a dialer's preamble: ErrGarbage if it is
-// not one, ErrOversized if its fields are out of bounds; it reads at most
-// MaxPreamble bytes.
+// not one (names not printable ASCII included: no control character or
+// escape sequence reaches a RemoteAddr), ErrOversized if its fields are
+// out of bounds (id 0 included); it reads at most MaxPreamble bytes.
 func ReadHello(r io.Reader) (Hello, error) {
 	var h Hello
 	var fix [HelloFixed]byte
@@ -74,7 +75,7 @@ func ReadHello(r io.Reader) (Hello, error) {
 	h.PSK = flags&1 != 0
 	h.ID = binary.LittleEndian.Uint64(b[2:])
 	nl, ll := int(binary.LittleEndian.Uint16(b[10:])), int(binary.LittleEndian.Uint16(b[12:]))
-	if flags&^1 != 0 || b[1] != 0 || nl == 0 || nl > 255 || ll > 255 {
+	if flags&^1 != 0 || b[1] != 0 || h.ID == 0 || nl == 0 || nl > 255 || ll > 255 {
 		return h, ErrOversized
 	}
 	n := nl + ll
@@ -93,6 +94,20 @@ func ReadHello(r io.Reader) (Hello, error) {
 		h.Challenge = rest[nl+ll:]
 	}
 	return h, nil
+}
+
+// helloLen is the length of the dialer's hello whose fixed part b starts
+// with; false if b holds less than the fixed part.
+func helloLen(b []byte) (int, bool) {
+	if len(b) < HelloFixed {
+		return 0, false
+	}
+	b = b[len(Magic):]
+	n := HelloFixed + int(binary.LittleEndian.Uint16(b[10:])) + int(binary.LittleEndian.Uint16(b[12:]))
+	if b[0]&1 != 0 {
+		n += auth.ChallengeLen
+	}
+	return n, true
 }
 
 // AppendHello appends a dialer's preamble; h's names must be as ReadHello
@@ -123,13 +138,14 @@ func AppendReply(b []byte, r Reply, challenge []byte) []byte {
 }
 
 // ParseReply reads the fixed part of a listener's reply; ok is false if it
-// does not start with Magic.
+// does not start with Magic, or says OK with id 0.
 func ParseReply(b [ReplyFixed]byte) (r Reply, ok bool) {
 	if string(b[:len(Magic)]) != Magic {
 		return r, false
 	}
 	b2 := b[len(Magic):]
-	return Reply{Status: b2[0], PSK: b2[1]&1 != 0, ID: binary.LittleEndian.Uint64(b2[2:])}, true
+	r = Reply{Status: b2[0], PSK: b2[1]&1 != 0, ID: binary.LittleEndian.Uint64(b2[2:])}
+	return r, r.Status != StatusOK || r.ID != 0
 }
 
 // Printable reports whether s is printable ASCII without spaces, as a

@@ -1,10 +1,13 @@
 package session
 
-import "net"
+import (
+	"net"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
 
-// Network is the network name of ucxnet addresses and the one Dial and
-// Listen take ("tcp", "tcp4" and "tcp6" are accepted too, so that code such
-// as net/http's transport, which always dials "tcp", works unchanged).
+// Network is the network name of ucxnet addresses.
 const Network = "ucx"
 
 // Addr is a ucxnet address, a registry name and for a conn's end the
@@ -25,4 +28,21 @@ func (a Addr) String() string {
 		return a.Name
 	}
 	return net.JoinHostPort(a.Name, formatID(a.ID))
+}
+
+// displayName is a name a peer claims for its end, fit for RemoteAddr and
+// logs: every rune not printable (control characters, the escape of a
+// terminal sequence, bidirectional and other format characters, bytes
+// that are not UTF-8) is replaced by '_'.
+func displayName(s string) string {
+	printable := func(r rune) bool { return r != utf8.RuneError && unicode.IsPrint(r) }
+	if strings.IndexFunc(s, func(r rune) bool { return !printable(r) }) < 0 {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if !printable(r) {
+			return '_'
+		}
+		return r
+	}, s)
 }

@@ -1,7 +1,7 @@
 package session
 
 // Admission of endpoints made from the worker addresses that CONNECTs
-// carry (issue 23, finding 2).
+// carry.
 //
 // A CONNECT's worker address is its sender's word only: a real worker's
 // address with another worker uuid parses, passes every check and is

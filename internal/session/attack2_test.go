@@ -14,7 +14,7 @@ import (
 	"github.com/ucxnet/ucxnet/registry"
 )
 
-// Attacks of issue 23 (hostile peers, round 2) that need real UCX.
+// Attacks of hostile peers that need real UCX.
 
 const relabelEnv = "UCXNET_TEST_RELABEL"
 
@@ -82,7 +82,7 @@ func TestAttackRelabelledTransportHelper(t *testing.T) {
 	requireSurvived(t, p)
 }
 
-// Finding 1 of issue 23: with UCX choosing its transports (UCX_TLS
+// With UCX choosing its transports (UCX_TLS
 // unset), a worker address whose self interface carries tcp's or posix's
 // checksum passed ValidateAddress, and two CONNECTs carrying one (or a
 // registry entry holding one) segfaulted the receiver in ucp_ep_create

@@ -91,7 +91,8 @@ func TestPSK(t *testing.T) {
 }
 
 // A handshake replayed by a raw peer (the proof from an earlier handshake)
-// is refused: the listener's nonce is new every time.
+// is refused: the listener's nonce is new for every conn, and a repeated
+// CONNECT gets the ACCEPT of the conn it made, no new handshake.
 func TestPSKReplay(t *testing.T) {
 	p := newPair(t, Config{})
 	key := []byte("sixteen byte key")
@@ -138,11 +139,21 @@ func TestPSKReplay(t *testing.T) {
 	raw.sendFrame(t, stream.Header{Kind: stream.KindAuth, ConnID: lid}, b)
 	waitFor(stream.KindAuth, 7)
 
-	// Replay: same CONNECT (same nonce, same id), then the old proof.
+	// Replay: the same CONNECT (same nonce, same id) is a repeat of the
+	// one that made conn lid: it gets that conn's ACCEPT again, and no
+	// new handshake or conn.
+	accepts := p.server.Stats().Accepts
 	lid2, nl2 := handshake(7)
-	require.NotEqual(t, nl, nl2)
-	raw.sendFrame(t, stream.Header{Kind: stream.KindAuth, ConnID: lid2}, b)
-	h := waitFor(stream.KindRefuse, 7)
+	require.Equal(t, lid, lid2, "a repeated CONNECT made another conn")
+	require.Equal(t, nl, nl2)
+	require.Equal(t, accepts, p.server.Stats().Accepts)
+
+	// Replay under another conn id (same nonce), then the old proof.
+	lid3, nl3 := handshake(8)
+	require.NotEqual(t, lid, lid3)
+	require.NotEqual(t, nl, nl3)
+	raw.sendFrame(t, stream.Header{Kind: stream.KindAuth, ConnID: lid3}, b)
+	h := waitFor(stream.KindRefuse, 8)
 	require.Equal(t, uint64(stream.RefuseAuth), h.Aux)
 }
 

@@ -13,6 +13,15 @@ type Bucket struct {
 
 // Take takes a token at now and reports whether there was one.
 func (b *Bucket) Take(now time.Time, burst, rate float64) bool {
+	if b.Tokens(now, burst, rate) < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// Tokens refills b at now and returns the tokens it holds.
+func (b *Bucket) Tokens(now time.Time, burst, rate float64) float64 {
 	if b.at.IsZero() {
 		b.tokens, b.at = burst, now
 	}
@@ -20,9 +29,5 @@ func (b *Bucket) Take(now time.Time, burst, rate float64) bool {
 		b.tokens = min(burst, b.tokens+d.Seconds()*rate)
 		b.at = now
 	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return b.tokens
 }

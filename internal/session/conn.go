@@ -52,10 +52,13 @@ type Conn struct {
 	// the ACCEPT names the listener's worker that carries the conn. Set
 	// before the conn is in the conn table.
 	workers bool
-	// Engine goroutine only.
-	peerProc stream.ProcID
 	// early holds frames that came before the ACCEPT (engine goroutine).
 	early Early
+	// connect is what an accepted conn keeps of the CONNECT that made it,
+	// to answer it again if it is repeated (resend.go). Set under
+	// Transport.mu once the conn is in the conn table; the pointer is
+	// then read-only, what it points to is under Transport.mu.
+	connect *connectOf
 
 	mu     sync.Mutex
 	state  State   // its phase and which halves are shut

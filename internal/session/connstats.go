@@ -66,6 +66,7 @@ func (c *Conn) Stats() ConnStats {
 		s.Local, s.Remote, s.Dialed = c.laddr.String(), c.raddr.String(), c.dialed
 		rtt, closed := lane.Info(c.lane.TC)
 		s.RTT = rtt
+		s.BytesIn, s.BytesOut = c.laneBytes()
 		s.State = laneState(c.lane, closed)
 		return s
 	}

@@ -2,9 +2,12 @@ package session
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net/netip"
 	"time"
 
+	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -77,14 +80,33 @@ func (d *Dialer) dialName(ctx context.Context, t *Transport, address string, psk
 		return nil, err
 	}
 	t.logEvent(slog.LevelDebug, "ucxnet: dial", "to", e.Name, "lane", ch.Lane, "reason", ch.Reason)
-	if ch.Lane == LaneTCP {
-		ka := t.cfg.KeepAlive
-		if d.KeepAlive != 0 {
-			ka = d.KeepAlive
-		}
-		return t.dialTCP(ctx, e, eps, psk, Addr{Name: e.Name}, ch.Reason, ka)
+	return d.dialLane(ctx, t, e, ch, eps, psk)
+}
+
+// dialLane dials e on the lane ch chose. A kernel-TCP dial whose TCP
+// connection fails (laneDown: refused, reset, or silent for half the time
+// left) takes the UCX lane when ch allows it; a listener's refusal stays.
+func (d *Dialer) dialLane(ctx context.Context, t *Transport, e registry.Entry, ch lane.Choice, eps []netip.AddrPort, psk []byte) (*Conn, error) {
+	if ch.Lane != LaneTCP {
+		return d.dialUCX(ctx, t, e, ch.Reason, psk)
 	}
-	return d.dialUCX(ctx, t, e, ch.Reason, psk)
+	ka := t.cfg.KeepAlive
+	if d.KeepAlive != 0 {
+		ka = d.KeepAlive
+	}
+	tctx, cancel := ctx, context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); ok && ch.Fallback {
+		tctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+	}
+	c, err := t.dialTCP(tctx, e, eps, psk, Addr{Name: e.Name}, ch.Reason, ka)
+	silent := tctx.Err() != nil
+	cancel()
+	var down laneDown
+	if err == nil || !ch.Fallback || ctx.Err() != nil || !errors.As(err, &down) && !silent {
+		return c, err
+	}
+	t.logEvent(slog.LevelInfo, "ucxnet: the kernel tcp lane failed; dialing over UCX", "to", e.Name, "err", err)
+	return d.dialUCX(ctx, t, e, lane.ReasonFallback+" ("+err.Error()+")", psk)
 }
 
 // dialUCX dials e's listener over UCX: it attaches a new conn to e's
@@ -116,8 +138,20 @@ func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, wh
 	return c.awaitAnswer(ctx, e)
 }
 
-// awaitAnswer waits for the answer to c's CONNECT to e's listener. A
-// listener's engine answers at once, whatever its application does: no
+// answered returns what c's dial got, once its answer came.
+func (c *Conn) answered() (*Conn, error) {
+	c.mu.Lock()
+	derr := c.dErr
+	c.mu.Unlock()
+	if derr != nil {
+		return nil, derr
+	}
+	return c, nil
+}
+
+// awaitAnswer waits for the answer to c's CONNECT to e's listener,
+// sending the CONNECT again while none comes (connectRTO, resendConnect).
+// A listener's engine answers at once, whatever its application does: no
 // answer within answerWait (time for UCX to wire up a first endpoint
 // too) means its process is gone (a killed process over shared memory can
 // look alive to UCX).
@@ -129,25 +163,28 @@ func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error)
 		defer timer.Stop()
 		noAnswer = timer.C
 	}
+	rto := connectRTO
+	resend := time.NewTimer(rto)
+	defer resend.Stop()
 	var giveUp error
 	unanswered := false
-	select {
-	case <-c.dialDone:
-		c.mu.Lock()
-		derr := c.dErr
-		c.mu.Unlock()
-		if derr != nil {
-			return nil, derr
+	for n := 0; giveUp == nil; n++ {
+		select {
+		case <-c.dialDone:
+			return c.answered()
+		case <-ctx.Done():
+			giveUp = ctx.Err()
+		case <-noAnswer:
+			unanswered = true
+			giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, wait, releasePair(e))
+		case <-c.t.closing:
+			c.terminate(ErrTransportClosed, EndQuiet)
+			return nil, ErrTransportClosed
+		case <-resend.C:
+			c.resendConnect(e.Name, n)
+			rto = min(2*rto, maxConnectRTO)
+			resend.Reset(rto)
 		}
-		return c, nil
-	case <-ctx.Done():
-		giveUp = ctx.Err()
-	case <-noAnswer:
-		unanswered = true
-		giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, wait, releasePair(e))
-	case <-c.t.closing:
-		c.terminate(ErrTransportClosed, EndQuiet)
-		return nil, ErrTransportClosed
 	}
 	c.abandonDial()
 	if unanswered {

@@ -80,10 +80,12 @@ package session
 // only after those above it (indented under it) and never the other way:
 //
 //	Conn.wmu      serializes writers and the FIN after them; seq
-//	  Transport.mu  RW: the conn table, the listeners, closed, every
-//	                shard's peer tables and admission state, and a peer's
-//	                conns, from, idleSince, hadConns, ka, dialed,
-//	                madeBy and madeAt; Conn.keepAlive once in the table
+//	  Transport.mu  RW: the conn table, the accepted conns' CONNECTs
+//	                (accepted, lingering, Conn.connect), the listeners,
+//	                closed, every shard's peer tables and admission state,
+//	                and a peer's conns, from, idleSince, hadConns, ka,
+//	                dialed, madeBy and madeAt; Conn.keepAlive once in the
+//	                table
 //	    Conn.mu       state (a State), in (an Inbound), swin, rerr, werr,
 //	                  dErr, linger, the waiter counts and condition
 //	                  channels
@@ -96,7 +98,9 @@ package session
 //	Leaves, taken last: BufPool's and LogLimiter's mutexes, Transport.opMu,
 //	chans.mu (the kernel channels' links and dials, kchan.go),
 //	goneQueue.mu (a shard's peers whose process exited, and its pass
-//	count), the face's Deadline's (its Wait, called under Conn.mu).
+//	count), tcpSide.mu (a listener's kernel-TCP side: failed key proofs
+//	per source, Buckets), the face's Deadline's (its Wait, called under
+//	Conn.mu).
 //
 // Owned by a shard's engine goroutine (its HandleEvents and Ticks), read
 // and written there alone: Conn.from, learnFrom, early (an Early);

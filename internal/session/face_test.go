@@ -71,7 +71,7 @@ func (c *testConn) SetWriteDeadline(t time.Time) error { return c.setDeadline("w
 // Accept is AcceptStream as net.Listener's, its error wrapped as
 // ucxnet's Listener wraps it.
 func (l *Listener) Accept() (net.Conn, error) {
-	c, err := l.AcceptStream()
+	c, err := l.AcceptStream(nil)
 	if err != nil {
 		return nil, &net.OpError{Op: "accept", Net: Network, Addr: l.Addr(), Err: err}
 	}

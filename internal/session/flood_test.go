@@ -18,7 +18,7 @@ import (
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
-// Finding 2 of issue 23: a CONNECT flood with forged worker addresses.
+// A CONNECT flood with forged worker addresses.
 
 // forgedAddress returns a copy of addr (a v1 packed worker address: byte
 // 0 the header, bytes 1..8 the worker uuid) naming another worker uuid:

@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
@@ -85,7 +86,10 @@ func (t *Transport) sendConnect(c *Conn, name string) error {
 	if c.workers {
 		hello.Features = stream.FeatureWorkers
 	}
-	return t.sendHello(c.peer, stream.Header{Kind: stream.KindConnect}, hello)
+	c.mu.Lock()
+	p := c.peer // a resend may go through another endpoint (refreshDial)
+	c.mu.Unlock()
+	return t.sendHello(p, stream.Header{Kind: stream.KindConnect}, hello)
 }
 
 // sendHello sends a handshake frame whose payload is hello.
@@ -123,6 +127,12 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseNoListener)
 		return
 	}
+	if c, again := t.repeatedConnect(hello, payload); again {
+		if c != nil {
+			t.answerAgain(c, hello.Name)
+		}
+		return
+	}
 	if l.psk != nil && len(hello.Nonce) != auth.ChallengeLen {
 		t.authFailed()
 		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
@@ -142,6 +152,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		t.refuse(c.peer, hello.ConnID, stream.RefuseNoListener)
 		return
 	}
+	t.noteConnect(c, hello, payload)
 	if c.auth != nil {
 		if evicted := l.addPendingAuth(c); evicted != nil {
 			t.authFailed()
@@ -159,8 +170,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		})
 	} else {
 		if !l.enqueue(c) {
-			t.removeConn(c)
-			t.refuse(c.peer, hello.ConnID, stream.RefuseBacklog)
+			t.refuseConn(c, hello.ConnID, stream.RefuseBacklog)
 			return
 		}
 		// Counted before the ACCEPT goes: Accept may return c, and the
@@ -175,7 +185,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 // has a key. It is bound to no endpoint yet: the first frame for it does
 // that (learnFrom).
 func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, s *shard) *Conn {
-	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: hello.LocalName, ID: hello.ConnID}, preAcceptWindow)
+	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: displayName(hello.LocalName), ID: hello.ConnID}, preAcceptWindow)
 	c.remoteID = hello.ConnID
 	c.sh = s
 	c.workers = t.multi() && hello.Features&stream.FeatureWorkers != 0
@@ -249,8 +259,11 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	c.mu.Lock()
 	state := c.state.Phase
 	if state != PhaseDialing && state != PhaseAbandoned || h.Kind == stream.KindAccept && c.auth != nil && c.auth.proving {
+		again := h.Kind == stream.KindAccept && helloErr == nil && c.remoteID != 0 && hello.ConnID == c.remoteID
 		c.mu.Unlock()
-		c.t.badFrame()
+		if !again { // the listener's answer to a CONNECT sent again is no fault
+			c.t.badFrame()
+		}
 		return
 	}
 	c.from = from // the listener's frames for this conn come from there from now on
@@ -462,8 +475,8 @@ func (c *Conn) handleListenerProof(payload []byte) {
 }
 
 // stashEarly keeps a DATA, FIN, WINDOW, RST or PING frame that came for a
-// dialing conn before its ACCEPT bound it; it reports whether it took the
-// frame. Engine goroutine.
+// dialing conn before its ACCEPT bound it (within Early's bounds); it
+// reports whether it took the frame, kept or not. Engine goroutine.
 func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 	c.sh.owner.check()
 	switch h.Kind {
@@ -476,14 +489,15 @@ func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 	if !dialing {
 		return false
 	}
-	if !c.early.Stash(h, ev, int(c.in.Size())) {
-		c.t.foreignFrame()
-	}
+	c.early.Stash(h, ev, int(c.in.Size()))
 	return true
 }
 
 // replayEarly hands the frames kept by stashEarly to the conn, now that
-// its ACCEPT bound it; those from another endpoint are dropped. Engine
+// its ACCEPT bound it; those from another endpoint are dropped and
+// counted. If frames from the ACCEPT's endpoint were over the bounds and
+// not kept, the stream has a gap that nothing fills: the conn fails with
+// ECONNRESET after the frames kept, and the listener gets an RST. Engine
 // goroutine.
 func (c *Conn) replayEarly() {
 	c.sh.owner.check()
@@ -494,5 +508,16 @@ func (c *Conn) replayEarly() {
 		}
 		ev := engine.Event{Kind: engine.Frame, Data: f.Data, DataLen: len(f.Data), From: f.From}
 		c.handleFrame(f.Header, &ev)
+	}
+	if c.from == 0 {
+		return
+	}
+	if lost := c.early.Lost(c.from); lost != 0 {
+		why := withDetail(ErrReset, "%d frames that came before the ACCEPT were over what a dial keeps (%d frames, a window of data)", lost, MaxEarly)
+		if lost < 0 {
+			why = withDetail(ErrReset, "frames that came before the ACCEPT were lost (from more than %d endpoints)", maxEarlyLost)
+		}
+		c.t.logEvent(slog.LevelWarn, "ucxnet: conn reset: its first frames overflowed", "conn", c.id, "reason", why.Error())
+		c.terminate(why, EndPolicy{RST: RSTAlways, Code: stream.RstAbort})
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
-// Attacks of issue 23 (hostile peers, round 2) on the conn logic, over
+// Attacks of hostile peers on the conn logic, over
 // the in-memory engine: the attacker injects frames with a From of its
 // own.
 
@@ -43,7 +43,7 @@ func serverPeerFrom(t *testing.T, p *memPair) uintptr {
 	return pr.from
 }
 
-// Finding 3 of issue 23, first half: CONNECTs to an unkeyed listener that
+// CONNECTs to an unkeyed listener that
 // claim a live peer's worker address made the listener bind that peer to
 // the claimer's endpoint; the real peer's answers no longer counted, and
 // its idle conn was reset by keepalive after 1.6-1.8 s.
@@ -73,7 +73,7 @@ func testMemClaimedAddressKeepsPeer(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// Finding 3 of issue 23, second half: a third endpoint that claimed a
+// A third endpoint that claimed a
 // stopped peer's address, then sent junk for that peer's conns, kept the
 // peer "alive": a Read waited out its deadline instead of failing by
 // keepalive.
@@ -126,7 +126,7 @@ func testMemClaimedPeerNotKeptAlive(t *testing.T) {
 	require.ErrorContains(t, err, "keepalive")
 }
 
-// Finding 7 of issue 23: PINGs were answered 1:1, without limit, so a
+// PINGs were answered 1:1, without limit, so a
 // peer could make the engine (and the wire) answer a flood. Now a peer's
 // PINGs are answered within a budget; the rest are dropped and counted,
 // and the peer's keepalive still works.

@@ -123,9 +123,9 @@ func (c *Conn) Lane() (name, reason string) {
 // fields mean what ucxnet.LaneInfo's do: ucxnet converts one to the other,
 // so the two have the same fields in the same order.
 type LaneInfo struct {
-	Lane      string
-	Reason    string
-	Endpoints []string
+	Lane      string   `json:"lane"`
+	Reason    string   `json:"reason"`
+	Endpoints []string `json:"endpoints"`
 }
 
 // LaneTo returns the lane a dial to name would take, and why.

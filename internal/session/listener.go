@@ -5,6 +5,7 @@ import (
 	"errors"
 	"github.com/ucxnet/ucxnet/internal/lane"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -147,17 +148,30 @@ func (l *Listener) isClosed() bool {
 	return l.closed
 }
 
-// AcceptStream waits for and returns the next stream. After Close it
+// AcceptStream waits for and returns the next stream, until expired is
+// closed (os.ErrDeadlineExceeded; nil: no deadline). After Close it
 // returns net.ErrClosed (Close reset the conns still queued).
-func (l *Listener) AcceptStream() (*Conn, error) {
+func (l *Listener) AcceptStream(expired <-chan struct{}) (*Conn, error) {
+	select {
+	case <-l.done:
+		return nil, net.ErrClosed
+	case <-expired:
+		return nil, os.ErrDeadlineExceeded
+	default:
+	}
 	select {
 	case c := <-l.queue:
 		c.accepted()
 		return c, nil
 	case <-l.done:
 		return nil, net.ErrClosed
+	case <-expired:
+		return nil, os.ErrDeadlineExceeded
 	}
 }
+
+// Closed reports whether Close was called.
+func (l *Listener) Closed() bool { return l.isClosed() }
 
 // Close withdraws the name from the registry, refuses further dials and
 // resets conns not yet accepted. Its errors are bare: net.ErrClosed after

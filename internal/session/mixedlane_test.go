@@ -20,7 +20,7 @@ import (
 )
 
 // A process built without cgo (kernel TCP only) and one with UCX talk to
-// each other, both ways, over the kernel-TCP lane (issue 21).
+// each other, both ways, over the kernel-TCP lane.
 
 const mixedEnv = "UCXNET_MIXED_DIAL" // the name the no-cgo child dials
 

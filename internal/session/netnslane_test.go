@@ -18,7 +18,7 @@ import (
 	"golang.org/x/net/nettest"
 )
 
-// Two simulated hosts (issue 21): a relay (TestNetnsLaneRelayHelper) and a
+// Two simulated hosts: a relay (TestNetnsLaneRelayHelper) and a
 // client (TestNetnsLaneClientHelper), each in its own network, IPC and UTS
 // namespace with its own hostname and /dev/shm, joined by a veth pair
 // (setupNetns), UCX_TLS unset. nettest needs both ends of a conn in one

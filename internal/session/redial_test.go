@@ -1,7 +1,6 @@
 package session
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -50,27 +49,6 @@ func acceptPinned(t *testing.T, p *pair, c net.Conn) (client, server *testConn) 
 	go func() { _, _ = io.Copy(s, s) }()
 	echoes(t, c, "ping")
 	return c.(*testConn), s.(*testConn)
-}
-
-// redialPinned is dialPinned for the first dial after the listener closed
-// its endpoint to the dialer's worker. Over UCX's tcp transport, under
-// load, the CONNECT of such a dial can be lost below the session: it never
-// reaches the listener's transport (seen about once in 60–100 runs, with
-// four test processes on two cores, and never with 300 ms between the close
-// and the dial). The dial then gets no answer and marks its endpoint for
-// replacement, so the next dial must succeed. A CONNECT that reached the
-// listener and went unanswered (what the claim rules once caused) still
-// fails the test.
-func redialPinned(t *testing.T, p *pair) (client, server *testConn) {
-	t.Helper()
-	in := p.server.Stats().FramesIn
-	c, err := pinnedDial(p)
-	if errors.Is(err, syscall.ECONNREFUSED) && p.server.Stats().FramesIn == in {
-		t.Logf("the CONNECT never reached the listener (%v): dialing again", err)
-		c, err = pinnedDial(p)
-	}
-	require.NoError(t, err, "dial")
-	return acceptPinned(t, p, c)
 }
 
 // waitNoConns waits until tr's conn table is empty.

@@ -114,7 +114,7 @@ func TestRetryAfterRefusal(t *testing.T) {
 			require.ErrorIs(t, err, syscall.ECONNREFUSED)
 			for i, wait := range []time.Duration{0, idleRefusedPeer + 2*time.Second} {
 				time.Sleep(wait) // the listener's sweep closes its refusing endpoint
-				c, s := redialPinned(t, p)
+				c, s := dialPinned(t, p)
 				echoes(t, c, fmt.Sprintf("retry %d", i))
 				require.NoError(t, c.Close())
 				require.NoError(t, s.Close())
@@ -142,7 +142,7 @@ func TestRedialAfterRefusingPeerSwept(t *testing.T) {
 					asEngine(s, func() { s.sweepOnce(time.Now(), false) })
 				}
 				require.Greater(t, p.server.Stats().IdlePeersClosed, closed, "no endpoint swept")
-				c, s := redialPinned(t, p)
+				c, s := dialPinned(t, p)
 				echoes(t, c, "after the sweep")
 				require.NoError(t, c.Close())
 				require.NoError(t, s.Close())

@@ -68,7 +68,7 @@ func stalledConn(t *testing.T, ln net.Listener, victim *Transport, id uint64) ne
 	return c
 }
 
-// Finding 10 of issue 23, first item: what UCX may hold in copies of sends
+// What UCX may hold in copies of sends
 // it could not start was bounded per peer (8 MiB over tcp; over shared
 // memory 16 MiB once the process held 64 MiB), not per process: 8 hostile
 // peers that grant a window and never drain held 96 MiB over tcp and

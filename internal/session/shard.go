@@ -220,6 +220,9 @@ func (t *Transport) learnFrom(c *Conn, from uintptr) {
 	c.sh.owner.check()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if c.connect != nil {
+		c.connect.bound = true
+	}
 	c.mu.Lock()
 	c.from = from
 	c.learnFrom = false

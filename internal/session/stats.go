@@ -20,34 +20,34 @@ type counters struct {
 // do: ucxnet converts one to the other, so the two have the same fields in
 // the same order.
 type Stats struct {
-	Dials             uint64
-	Accepts           uint64
-	Refused           uint64
-	FramesIn          uint64
-	BytesIn           uint64
-	FramesOut         uint64
-	BytesOut          uint64
-	BadFrames         uint64
-	UnknownConn       uint64
-	Duplicates        uint64
-	ResetsSent        uint64
-	ResetsReceived    uint64
-	ProtocolResets    uint64
-	PeerFailures      uint64
-	AuthFailures      uint64
-	OpenConns         uint64
-	Peers             uint64
-	InflightSends     uint64
-	ZeroCopyFrames    uint64
-	StalledPeers      uint64
-	ForeignFrames     uint64
-	PingsSent         uint64
-	KeepAliveFailures uint64
-	KeepAliveKernel   uint64
-	PeersExited       uint64
-	IdlePeersClosed   uint64
-	QueuedWrites      uint64
-	ConnectsDropped   uint64
+	Dials             uint64 `json:"dials"`
+	Accepts           uint64 `json:"accepts"`
+	Refused           uint64 `json:"refused"`
+	FramesIn          uint64 `json:"frames_in"`
+	BytesIn           uint64 `json:"bytes_in"`
+	FramesOut         uint64 `json:"frames_out"`
+	BytesOut          uint64 `json:"bytes_out"`
+	BadFrames         uint64 `json:"bad_frames"`
+	UnknownConn       uint64 `json:"unknown_conn"`
+	Duplicates        uint64 `json:"duplicates"`
+	ResetsSent        uint64 `json:"resets_sent"`
+	ResetsReceived    uint64 `json:"resets_received"`
+	ProtocolResets    uint64 `json:"protocol_resets"`
+	PeerFailures      uint64 `json:"peer_failures"`
+	AuthFailures      uint64 `json:"auth_failures"`
+	OpenConns         uint64 `json:"open_conns"`
+	Peers             uint64 `json:"peers"`
+	InflightSends     uint64 `json:"inflight_sends"`
+	ZeroCopyFrames    uint64 `json:"zero_copy_frames"`
+	StalledPeers      uint64 `json:"stalled_peers"`
+	ForeignFrames     uint64 `json:"foreign_frames"`
+	PingsSent         uint64 `json:"pings_sent"`
+	KeepAliveFailures uint64 `json:"keep_alive_failures"`
+	KeepAliveKernel   uint64 `json:"keep_alive_kernel"`
+	PeersExited       uint64 `json:"peers_exited"`
+	IdlePeersClosed   uint64 `json:"idle_peers_closed"`
+	QueuedWrites      uint64 `json:"queued_writes"`
+	ConnectsDropped   uint64 `json:"connects_dropped"`
 }
 
 // Stats returns the transport's counters.

@@ -35,11 +35,11 @@ type laneConns struct {
 // what ucxnet.LaneStats's do: ucxnet converts one to the other, so the two
 // have the same fields in the same order.
 type LaneStats struct {
-	OpenConns uint64
-	Garbage   uint64
-	Oversized uint64
-	Timeouts  uint64
-	OverCap   uint64
+	OpenConns uint64 `json:"open_conns"`
+	Garbage   uint64 `json:"garbage"`
+	Oversized uint64 `json:"oversized"`
+	Timeouts  uint64 `json:"timeouts"`
+	OverCap   uint64 `json:"over_cap"`
 }
 
 // LaneStats returns the kernel-TCP lane's counters.
@@ -51,8 +51,11 @@ func (t *Transport) LaneStats() LaneStats {
 		Timeouts: t.lanes.Timeouts.Load(), OverCap: t.lanes.OverCap.Load()}
 }
 
-// add records a lane conn; false once the transport is closed.
+// add records a lane conn once its preamble is done (the kernel's byte
+// counts from then on are its payload); false once the transport is
+// closed.
 func (lc *laneConns) add(c *Conn) bool {
+	c.lane.Established()
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if lc.closed {
@@ -90,6 +93,20 @@ func newLaneConn(t *Transport, tc *net.TCPConn, laddr, raddr Addr, why string) *
 		closedCh: make(chan struct{})}
 }
 
+// laneDown is the error of a kernel-TCP dial that failed below the
+// listener's answers: no TCP connection, or one reset, closed or silent
+// before the listener said OK or refused, or not ucxnet's. The dial may
+// take the UCX lane then (Dialer.dialLane); a listener's refusal never
+// is one.
+type laneDown struct{ error }
+
+func (e laneDown) Unwrap() error { return e.error }
+
+// laneDownf is a laneDown refusal (ECONNREFUSED) saying what failed.
+func laneDownf(format string, args ...any) error {
+	return laneDown{withDetail(ErrRefused, format, args...)}
+}
+
 // dialTCP dials entry e over the TCP lane: the endpoints in order, then
 // the preamble.
 func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.AddrPort, psk []byte, raddr Addr, why string, ka time.Duration) (*Conn, error) {
@@ -98,7 +115,7 @@ func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.A
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, withDetail(ErrRefused, "%q over kernel tcp: %v", e.Name, err)
+		return nil, laneDownf("%q over kernel tcp: %v", e.Name, err)
 	}
 	id := lane.NewID()
 	c := newLaneConn(t, tc, Addr{Name: t.name, ID: id}, raddr, why)
@@ -139,18 +156,22 @@ func (c *Conn) dialPreamble(name string, psk []byte) error {
 	b := lane.AppendHello(make([]byte, 0, lane.MaxPreamble), lane.Hello{PSK: psk != nil, ID: c.id, Name: name,
 		LocalName: string(local), Challenge: a.challenge()})
 	if _, err := tc.Write(b); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
 	var r [lane.ReplyFixed]byte
 	if _, err := io.ReadFull(tc, r[:]); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: no answer to the preamble: %v", name, err)
+		return laneDownf("%q over kernel tcp: no answer to the preamble: %v", name, err)
 	}
 	reply, ok := lane.ParseReply(r)
 	if !ok {
-		return withDetail(ErrRefused, "%q over kernel tcp: the endpoint does not speak ucxnet", name)
+		return laneDownf("%q over kernel tcp: the endpoint does not speak ucxnet", name)
 	}
 	status, lpsk, lid := reply.Status, reply.PSK, reply.ID
-	if err := tcpStatusErr(status, name); err != nil {
+	refusal := "no listener of that name at its TCP endpoint, or it requires a pre-shared key"
+	if psk != nil {
+		refusal = "no listener of that name at its TCP endpoint, it has no pre-shared key, or this host failed too many key proofs of late"
+	}
+	if err := tcpStatusErr(status, name, refusal); err != nil {
 		return err
 	}
 	c.remoteID, c.raddr.ID = lid, lid // c is not shared yet
@@ -164,7 +185,7 @@ func (c *Conn) dialPreamble(name string, psk []byte) error {
 	}
 	nl := make([]byte, auth.ChallengeLen)
 	if _, err := io.ReadFull(tc, nl); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
 	a.hs.SetListenerChallenge(nl)
 	return c.proveTCP(a, lid, name)
@@ -179,19 +200,19 @@ func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 		return withDetail(ErrRefused, "listener %q: %v", name, err)
 	}
 	if _, err := tc.Write(mac); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
 	var st [1]byte
 	if _, err := io.ReadFull(tc, st[:]); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
-	if err := tcpStatusErr(st[0], name); err != nil {
+	if err := tcpStatusErr(st[0], name, "it refused the key proof: pre-shared key mismatch"); err != nil {
 		c.t.authFailed()
 		return err
 	}
 	theirs := make([]byte, auth.MACLen)
 	if _, err := io.ReadFull(tc, theirs); err != nil {
-		return withDetail(ErrRefused, "%q over kernel tcp: %v", name, err)
+		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
 	if !a.hs.Verify(auth.Listener, theirs, c.id, lid) {
 		c.t.authFailed()
@@ -200,21 +221,16 @@ func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 	return nil
 }
 
-// tcpStatusErr is the dial error a listener's status byte means.
-func tcpStatusErr(status byte, name string) error {
+// tcpStatusErr is the dial error a listener's status byte means; refusal
+// says what lane.StatusRefused means at this point of the preamble.
+func tcpStatusErr(status byte, name, refusal string) error {
 	switch status {
 	case lane.StatusOK:
 		return nil
-	case lane.StatusNoListener:
-		return withDetail(ErrRefused, "no listener named %q at its TCP endpoint", name)
-	case lane.StatusNeedPSK:
-		return withDetail(ErrRefused, "listener %q requires a pre-shared key", name)
-	case lane.StatusNoPSK:
-		return withDetail(ErrRefused, "listener %q did not authenticate (it has no pre-shared key)", name)
+	case lane.StatusRefused:
+		return withDetail(ErrRefused, "listener %q refused the dial (%s)", name, refusal)
 	case lane.StatusBacklogFull:
 		return withDetail(ErrRefused, "listener %q: backlog full", name)
-	case lane.StatusAuthFailed:
-		return withDetail(ErrRefused, "listener %q: pre-shared key mismatch", name)
 	}
 	return withDetail(ErrRefused, "listener %q: unknown status %d", name, status)
 }
@@ -257,8 +273,30 @@ func (c *Conn) laneWrite(b []byte) (int, error) {
 	return n, laneErr(err)
 }
 
-// laneClose closes c's TCP conn; Closed reports it from then on.
+// laneBytes returns the payload bytes c received and wrote: the kernel's
+// counts, which see every path (sendfile and splice included), or else
+// c's own, counted by Read, Write, ReadFrom and WriteTo as each returns.
+// Once a Read or WriteTo has seen the peer's EOF, every byte received was
+// read: c's own count of them is exact (the kernel's may count the FIN).
+func (c *Conn) laneBytes() (in, out uint64) {
+	in, out, ok := c.lane.Bytes()
+	if !ok {
+		return c.cnt.bytesIn.Load(), c.cnt.bytesOut.Load()
+	}
+	if c.lane.EOF() {
+		in = c.cnt.bytesIn.Load()
+	}
+	return in, out
+}
+
+// laneClose closes c's TCP conn; Closed reports it from then on, and
+// Stats the kernel's last counts.
 func (c *Conn) laneClose() error {
+	if _, _, ok := c.lane.Bytes(); ok {
+		in, out := c.laneBytes()
+		c.cnt.bytesIn.Store(in)
+		c.cnt.bytesOut.Store(out)
+	}
 	c.mu.Lock()
 	if !deadline.Closed(c.closedCh) {
 		close(c.closedCh)
@@ -291,7 +329,7 @@ func (c *Conn) LaneReadFrom(r io.Reader) (int64, error) {
 // LaneWriteTo copies the lane conn to w until EOF with
 // (*net.TCPConn).WriteTo (splice to a socket or pipe).
 func (c *Conn) LaneWriteTo(w io.Writer) (int64, error) {
-	n, err := c.lane.TC.WriteTo(w)
+	n, err := c.lane.WriteTo(w)
 	c.cnt.bytesIn.Add(uint64(n))
 	return n, laneErr(err)
 }

@@ -10,15 +10,24 @@ package session
 // reads and writes the preamble; docs/PROTOCOL.md, "Lanes").
 //
 // The proofs are the UCX lane's (authState: CPace), over the two ids.
-// Before a conn is authenticated it is bounded: tcpHandshakeTimeout for
-// the whole preamble, lane.MaxPreamble bytes, lane.MaxPending such conns per
-// listener; anything else is closed and counted (LaneStats).
+// Before a conn is authenticated it is bounded: tcpHelloTimeout for the
+// dialer's first bytes (all an honest dialer sends at once),
+// tcpHandshakeTimeout for the whole preamble (the key proof included),
+// lane.MaxPreamble bytes, and the lane's bounds on conns in their
+// preamble (lane.MaxPending, lane.MaxPendingPerSource; an idle one makes
+// room for a newer one); a source that failed guessBurst proofs is
+// refused before its challenge is drawn until its bucket refills
+// (guessRate a second). Anything else is closed and counted (LaneStats).
+// A stranger is told one thing, lane.StatusRefused, for a name not here,
+// a key setting not the listener's and a failed proof.
 
 import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/auth"
@@ -27,9 +36,63 @@ import (
 	"github.com/ucxnet/ucxnet/registry"
 )
 
-// tcpHandshakeTimeout bounds a TCP conn's whole preamble, both sides (a
-// variable for tests).
-var tcpHandshakeTimeout = 5 * time.Second
+// The bounds on a TCP conn's preamble, both sides (variables for tests):
+// the dialer's hello, and the whole preamble.
+var (
+	tcpHelloTimeout     = 2 * time.Second
+	tcpHandshakeTimeout = 5 * time.Second
+)
+
+// The failed key proofs a source may make on a listener's TCP side: a
+// burst, then so many a second.
+const (
+	guessBurst      = 10
+	guessRate       = 1
+	maxGuessSources = 1024 // sources tracked; more share one bucket
+)
+
+// tcpSide is what a listener's TCP conns share: the preamble's bounds and
+// the failed proofs per source.
+type tcpSide struct {
+	hello, whole time.Duration
+	mu           sync.Mutex
+	guesses      map[netip.Prefix]*Bucket
+}
+
+// mayGuess reports whether src has a failed proof left.
+func (ts *tcpSide) mayGuess(src netip.Prefix, now time.Time) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	b, ok := ts.guesses[src]
+	if !ok {
+		b, ok = ts.guesses[netip.Prefix{}] // the shared bucket, if src is counted there
+	}
+	return !ok || b.Tokens(now, guessBurst, guessRate) >= 1
+}
+
+// guessed takes a failed proof of src's.
+func (ts *tcpSide) guessed(src netip.Prefix, now time.Time) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	b, ok := ts.guesses[src]
+	if !ok {
+		if len(ts.guesses) >= maxGuessSources {
+			for k, v := range ts.guesses { // forget the sources refilled
+				if v.Tokens(now, guessBurst, guessRate) >= guessBurst {
+					delete(ts.guesses, k)
+				}
+			}
+		}
+		if len(ts.guesses) >= maxGuessSources {
+			src = netip.Prefix{} // the shared bucket
+		}
+		if b, ok = ts.guesses[src]; !ok {
+			b = &Bucket{}
+			ts.guesses[src] = b
+		}
+	}
+	b.Take(now, guessBurst, guessRate)
+}
 
 // openTCPLane starts l's TCP side if the lane is possible here; nil when
 // it is not (forced to UCX, UCX_TLS without tcp, no address to listen
@@ -43,8 +106,9 @@ func (l *Listener) openTCPLane() (*lane.Listener, error) {
 	if forced == "" && !isUCX(t.eng) && t.haveUCX() {
 		return nil, nil // the in-memory engine of tests: its conns stay on it unless forced
 	}
-	timeout := tcpHandshakeTimeout
-	return lane.Listen(t.netDevices(), func(tl *lane.Listener, tc *net.TCPConn) { l.serveTCP(tl, tc, timeout) }, func() { t.lanes.OverCap.Add(1) })
+	ts := &tcpSide{hello: tcpHelloTimeout, whole: tcpHandshakeTimeout, guesses: map[netip.Prefix]*Bucket{}}
+	devices, _ := t.LaneDevices() // exposure.go
+	return lane.Listen(devices, func(tl *lane.Listener, tc *net.TCPConn) { l.serveTCP(tl, tc, ts) }, func() { t.lanes.OverCap.Add(1) })
 }
 
 // netDevices is the UCX_NET_DEVICES in force ("" when unset).
@@ -62,8 +126,8 @@ func (l *Listener) reserveTCP(tl *lane.Listener) bool {
 }
 
 // serveTCP runs a TCP conn's preamble and hands the conn to Accept.
-func (l *Listener) serveTCP(tl *lane.Listener, tc *net.TCPConn, timeout time.Duration) {
-	c, err := l.handshakeTCP(tl, tc, timeout)
+func (l *Listener) serveTCP(tl *lane.Listener, tc *net.TCPConn, ts *tcpSide) {
+	c, err := l.handshakeTCP(tl, tc, ts)
 	tl.Done(tc)
 	if err == errRefusedTCP {
 		_ = tc.Close() // after the status byte: FIN, so that it is read
@@ -86,35 +150,42 @@ func (l *Listener) serveTCP(tl *lane.Listener, tc *net.TCPConn, timeout time.Dur
 	t.stats.accepts.Add(1)
 }
 
-// handshakeTCP runs the listener's side of tc's preamble, within timeout.
-func (l *Listener) handshakeTCP(tl *lane.Listener, tc *net.TCPConn, timeout time.Duration) (_ *Conn, err error) {
+// handshakeTCP runs the listener's side of tc's preamble, within ts's
+// bounds.
+func (l *Listener) handshakeTCP(tl *lane.Listener, tc *net.TCPConn, ts *tcpSide) (_ *Conn, err error) {
 	t := l.t
-	_ = tc.SetDeadline(time.Now().Add(timeout))
+	start := time.Now()
+	_ = tc.SetDeadline(start.Add(min(ts.hello, ts.whole)))
 	h, err := lane.ReadHello(tc)
+	tl.PeerTurn(tc, false)
 	if err != nil {
-		t.lanes.CountPreambleErr(err)
+		if !tl.Evicted(tc) {
+			t.lanes.CountPreambleErr(err)
+		}
 		return nil, err
 	}
 	id := lane.NewID()
-	refuse := func(status byte) error {
+	src := lane.SourceOf(tc)
+	refuse := func(why string) error {
 		t.stats.refused.Add(1)
-		t.logHostile("ucxnet: refused a kernel-tcp connect", "reason", tcpStatusErr(status, l.addr.Name).Error(), "from", tc.RemoteAddr().String())
-		_, _ = tc.Write(lane.AppendReply(nil, lane.Reply{Status: status, PSK: l.psk != nil, ID: id}, nil))
+		t.logHostile("ucxnet: refused a kernel-tcp connect", "reason", why, "from", tc.RemoteAddr().String())
+		_, _ = tc.Write(lane.AppendReply(nil, lane.Reply{Status: lane.StatusRefused, ID: id}, nil))
 		return errRefusedTCP
 	}
-	if h.Name != l.addr.Name {
-		return nil, refuse(lane.StatusNoListener)
-	}
-	if l.psk != nil && !h.PSK {
+	switch {
+	case h.Name != l.addr.Name:
+		return nil, refuse("no listener of that name here")
+	case l.psk != nil && !h.PSK, l.psk == nil && h.PSK:
 		t.authFailed()
-		return nil, refuse(lane.StatusNeedPSK)
-	}
-	if l.psk == nil && h.PSK {
+		return nil, refuse("the dialer's pre-shared key setting is not the listener's")
+	case l.psk != nil && !ts.mayGuess(src, start):
 		t.authFailed()
-		return nil, refuse(lane.StatusNoPSK)
+		return nil, refuse("too many failed key proofs from this source")
 	}
 	if !l.reserveTCP(tl) {
-		return nil, refuse(lane.StatusBacklogFull)
+		t.stats.refused.Add(1)
+		_, _ = tc.Write(lane.AppendReply(nil, lane.Reply{Status: lane.StatusBacklogFull, PSK: l.psk != nil, ID: id}, nil))
+		return nil, errRefusedTCP
 	}
 	defer func() {
 		if err != nil {
@@ -131,30 +202,45 @@ func (l *Listener) handshakeTCP(tl *lane.Listener, tc *net.TCPConn, timeout time
 		_ = tc.SetDeadline(time.Time{})
 		return c, nil
 	}
-	a := newListenAuth(l.psk, l.addr.Name, h.Challenge, l)
-	if _, err := tc.Write(lane.AppendReply(nil, lane.Reply{Status: lane.StatusOK, PSK: true, ID: id}, a.challenge())); err != nil {
-		return nil, err
-	}
-	mac := make([]byte, auth.MACLen)
-	if _, err := io.ReadFull(tc, mac); err != nil {
-		t.authFailed()
-		t.lanes.CountPreambleErr(err)
-		return nil, err
-	}
-	if !a.hs.Verify(auth.Dialer, mac, h.ID, id) {
-		t.authFailed()
-		_, _ = tc.Write([]byte{lane.StatusAuthFailed})
-		return nil, errRefusedTCP
-	}
-	proof, err := a.hs.Proof(auth.Listener, h.ID, id)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tc.Write(append([]byte{lane.StatusOK}, proof...)); err != nil {
+	_ = tc.SetDeadline(start.Add(ts.whole))
+	if err := l.keyProofTCP(tl, tc, ts, h, id, src); err != nil {
 		return nil, err
 	}
 	_ = tc.SetDeadline(time.Time{})
 	return c, nil
+}
+
+// keyProofTCP runs the key proof of a keyed listener's TCP conn: its
+// challenge out, the dialer's proof in, its own proof out.
+func (l *Listener) keyProofTCP(tl *lane.Listener, tc *net.TCPConn, ts *tcpSide, h lane.Hello, id uint64, src netip.Prefix) error {
+	t := l.t
+	a := newListenAuth(l.psk, l.addr.Name, h.Challenge, l)
+	if _, err := tc.Write(lane.AppendReply(nil, lane.Reply{Status: lane.StatusOK, PSK: true, ID: id}, a.challenge())); err != nil {
+		return err
+	}
+	tl.PeerTurn(tc, true)
+	mac := make([]byte, auth.MACLen)
+	_, err := io.ReadFull(tc, mac)
+	tl.PeerTurn(tc, false)
+	if err != nil {
+		if !tl.Evicted(tc) {
+			t.authFailed()
+			t.lanes.CountPreambleErr(err)
+		}
+		return err
+	}
+	if !a.hs.Verify(auth.Dialer, mac, h.ID, id) {
+		t.authFailed()
+		ts.guessed(src, time.Now())
+		_, _ = tc.Write([]byte{lane.StatusRefused})
+		return errRefusedTCP
+	}
+	proof, err := a.hs.Proof(auth.Listener, h.ID, id)
+	if err != nil {
+		return err
+	}
+	_, err = tc.Write(append([]byte{lane.StatusOK}, proof...))
+	return err
 }
 
 // errRefusedTCP: the listener refused the preamble (and said so).

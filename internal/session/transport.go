@@ -48,8 +48,10 @@ type Transport struct {
 
 	readBufs BufPool // recycled read buffers of capacity holdMin (small payloads are coalesced into them)
 
-	mu        sync.RWMutex // guards conns, listeners, closed and the shards' peer tables
+	mu        sync.RWMutex // guards conns, accepted, lingering, listeners, closed and the shards' peer tables
 	conns     map[uint64]*Conn
+	accepted  map[dialKey]*connectOf // the CONNECTs of accepted conns, by the dialer's conn they name (resend.go)
+	lingering int                    // accepted's entries whose conn left, kept for a late repeat
 	listeners map[string]*Listener
 	closed    bool
 	closing   chan struct{}
@@ -119,6 +121,7 @@ func NewTransport(cfg Config, start StartEngine) (*Transport, error) {
 		shmFrame:  ucxconf.Shm.Frame(cfg.UCX),
 		tcpFrame:  ucxconf.TCP.Frame(cfg.UCX),
 		conns:     make(map[uint64]*Conn),
+		accepted:  make(map[dialKey]*connectOf),
 		listeners: make(map[string]*Listener),
 		closing:   make(chan struct{}),
 		ops:       make(map[uint64]chan error),
@@ -338,6 +341,7 @@ func (t *Transport) removeConn(c *Conn) {
 	if t.conns[c.id] == c {
 		delete(t.conns, c.id)
 	}
+	t.forgetConnectLocked(c)
 	t.leavePeerLocked(c)
 	t.mu.Unlock()
 }

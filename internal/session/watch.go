@@ -15,7 +15,7 @@ import (
 
 // EnvNoCloexec names the environment variable that, set to "1", keeps
 // ucxnet from marking the descriptors UCX creates close-on-exec (Linux;
-// see README, "Descriptors and exec"). Read once, when the package is
+// see docs/RELIABILITY.md, "Hostile peers"). Read once, when the package is
 // initialised.
 const EnvNoCloexec = "UCXNET_NO_CLOEXEC"
 

@@ -205,9 +205,8 @@ const peerBufferMax = 64 << 20
 // them (drainPeer), as a write to a full socket buffer waits. Without it a
 // receiver slower than its sender (16 conns of 4 KiB writes into one
 // process) let UCX queue up to a receive window per conn, in C buffers
-// that are cold by the time they are filled (PERFORMANCE.md §12): with it,
-// 16 × 4 KiB over sm went from 1.9–2.5 to 2.9–3.5 GB/s on the same
-// machine. Over tcp the socket buffer is the backlog, and the same bound
+// that are cold by the time they are filled: with it, 16 × 4 KiB over
+// sm runs at 2.9–3.5 GB/s where it ran at 1.9–2.5 on the same machine. Over tcp the socket buffer is the backlog, and the same bound
 // cost a fifth of that row; large writes have peerBufferMax.
 const shmSmallBacklog = 1 << 20
 
@@ -217,8 +216,8 @@ const shmSmallBacklog = 1 << 20
 // 4 MiB here) keeps the link busy meanwhile. Without it 16 conns of 1 MiB
 // writes had UCX hold up to their receive windows (64 MiB) in C copies,
 // and on a VM where a page fault costs 14 µs each fresh MiB of them cost
-// 3.5 ms: that row went from 0.15× Go's TCP to 0.35× with this bound
-// and the buffer pool's (PERFORMANCE.md §13).
+// 3.5 ms: that row runs at 0.35× Go's TCP with this bound and the buffer
+// pool's, 0.15× without.
 const tcpBacklog = 8 << 20
 
 // processBacklog bounds what one worker's UCX holds in sends it could not

@@ -1,0 +1,215 @@
+package session
+
+// A CONNECT without an answer is sent again, as TCP resends a SYN, and a
+// listener answers a repeated CONNECT with the ACCEPT of the conn the
+// first one made (RELIABILITY.md, "Known UCX 1.13 hazards": over UCX's tcp
+// a CONNECT through an endpoint made right after the listener closed its
+// own can vanish below the session).
+
+import (
+	"crypto/sha256"
+	"log/slog"
+	"time"
+
+	"github.com/ucxnet/ucxnet/internal/stream"
+)
+
+// A dial resends its CONNECT connectRTO after sending it, then after
+// twice the interval before, up to maxConnectRTO, until it is answered or
+// gives up (twice KeepAlive, or its deadline).
+const (
+	connectRTO    = 200 * time.Millisecond
+	maxConnectRTO = 2 * time.Second
+)
+
+// dialKey names a dialer's conn as a listener sees it: the worker address
+// and the conn id its CONNECT named.
+type dialKey struct {
+	addr string
+	id   uint64
+}
+
+// connectOf is what a listener keeps of the CONNECT that made an accepted
+// conn, to know it again: its dialKey, a digest of its Hello, the conn
+// (nil once the conn left the conn table) and its peer, whether a frame
+// of the dialer's bound the conn (its dialer had the ACCEPT), and the
+// REFUSE the conn ended with, if any. Under Transport.mu.
+type connectOf struct {
+	key     dialKey
+	sum     [sha256.Size]byte
+	c       *Conn
+	p       *peer
+	bound   bool
+	refused stream.RefuseCode
+}
+
+// A listener remembers the CONNECT of a conn that left the conn table
+// for connectLinger more, if the conn was bound or refused: a repeat of
+// it that was on its way then makes no second conn, and a refused one
+// gets the same REFUSE. At most maxLingering are remembered so. An
+// unbound conn's CONNECT is forgotten with it: its dialer may still be
+// waiting for an answer (the ACCEPT, or the path it went by, was lost),
+// and its next repeat makes a new conn.
+const (
+	connectLinger = 10 * time.Second
+	maxLingering  = 4096
+)
+
+// repeatedConnect reports whether a CONNECT with hello, its payload,
+// repeats one that made a conn (again), and that conn if it is still in
+// the conn table. A CONNECT that names a dialer's conn already accepted
+// with another Hello is not its dialer's (which sends the same one each
+// time): it is dropped and counted as bad.
+func (t *Transport) repeatedConnect(hello stream.Hello, payload []byte) (c *Conn, again bool) {
+	var p *peer
+	var refused stream.RefuseCode
+	t.mu.RLock()
+	k := t.accepted[dialKey{string(hello.WorkerAddr), hello.ConnID}]
+	if k != nil {
+		c, p, refused = k.c, k.p, k.refused
+	}
+	t.mu.RUnlock()
+	if k == nil {
+		return nil, false
+	}
+	if k.sum != sha256.Sum256(payload) {
+		t.badFrame()
+		t.logHostile("ucxnet: dropped a CONNECT naming a dialer's conn already accepted, with another Hello")
+		return nil, true
+	}
+	if c == nil && refused != 0 {
+		t.refuse(p, hello.ConnID, refused)
+	}
+	return c, true
+}
+
+// noteConnect records c, an accepted conn in the conn table, as the one
+// that the CONNECT with hello, its payload, made.
+func (t *Transport) noteConnect(c *Conn, hello stream.Hello, payload []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.conns[c.id] != c {
+		return
+	}
+	c.connect = &connectOf{key: dialKey{string(hello.WorkerAddr), hello.ConnID}, sum: sha256.Sum256(payload), c: c, p: c.peer}
+	t.accepted[c.connect.key] = c.connect
+}
+
+// refuseConn ends c, an accepted conn not queued yet, and answers its
+// dialer's conn dialerID with REFUSE(code), now and for a repeat of its
+// CONNECT.
+func (t *Transport) refuseConn(c *Conn, dialerID uint64, code stream.RefuseCode) {
+	t.mu.Lock()
+	if c.connect != nil {
+		c.connect.refused = code
+	}
+	t.mu.Unlock()
+	t.removeConn(c)
+	t.refuse(c.peer, dialerID, code)
+}
+
+// forgetConnectLocked notes that c left the conn table: its CONNECT is
+// remembered for connectLinger more if c was bound or refused. t.mu is
+// held.
+func (t *Transport) forgetConnectLocked(c *Conn) {
+	heldW(&t.mu, "forgetConnectLocked needs Transport.mu")
+	k := c.connect
+	if k == nil || t.accepted[k.key] != k || k.c == nil {
+		return
+	}
+	k.c = nil
+	if !k.bound && k.refused == 0 || t.lingering >= maxLingering {
+		delete(t.accepted, k.key)
+		return
+	}
+	t.lingering++
+	time.AfterFunc(connectLinger, func() {
+		t.mu.Lock()
+		t.lingering--
+		if t.accepted[k.key] == k {
+			delete(t.accepted, k.key)
+		}
+		t.mu.Unlock()
+	})
+}
+
+// answerAgain answers a repeated CONNECT for c with c's ACCEPT again, while
+// c waits for its dialer's proof or is open: the ACCEPT or what followed
+// it may be what was lost. It makes no conn and no endpoint, and the
+// ACCEPT goes where the first one went, to the worker address the first
+// CONNECT named; the sender of the repeat gets nothing.
+func (t *Transport) answerAgain(c *Conn, name string) {
+	c.mu.Lock()
+	ph := c.state.Phase
+	c.mu.Unlock()
+	if ph != PhaseOpen && ph != PhaseAuthPending {
+		return
+	}
+	t.logEvent(slog.LevelDebug, "ucxnet: a repeated CONNECT: ACCEPT again", "conn", c.id)
+	t.sendAccept(c, name)
+}
+
+// resendConnect sends c's CONNECT to the listener name again, the n-th
+// time (from 0), if c still waits for its ACCEPT. From the second resend
+// on, an endpoint through which no conn was ever answered is replaced
+// first (refreshDial).
+func (c *Conn) resendConnect(name string, n int) {
+	c.mu.Lock()
+	waiting := c.state.Phase == PhaseDialing && c.remoteID == 0
+	c.mu.Unlock()
+	if !waiting {
+		return
+	}
+	if n >= 1 {
+		c.t.refreshDial(c)
+	}
+	c.t.logEvent(slog.LevelDebug, "ucxnet: CONNECT unanswered: sent again", "to", name, "conn", c.id, "time", n+1)
+	_ = c.t.sendConnect(c, name) // a failed send is a lost one: the next resend or the dial's bound follows
+}
+
+// refreshDial moves c, a dial waiting for its ACCEPT, and the other dials
+// on its peer to a new endpoint to the same worker, if no conn through its
+// endpoint was ever answered (the peer's frames never bound one) and it
+// carries only dials: such an endpoint may be one that UCX paired with an
+// end the listener had closed, which loses what is sent through it. The
+// old endpoint is closed.
+func (t *Transport) refreshDial(c *Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := c.sh
+	c.mu.Lock()
+	old := c.peer
+	c.mu.Unlock()
+	if old == nil || old.from != 0 || s.peers[old.addr] != old || !onlyDialsLocked(old) {
+		return
+	}
+	s.forgetPeerLocked(old)
+	p, err := t.peerForLocked(s, []byte(old.addr), true, nil, 0)
+	if err != nil {
+		s.peers[old.addr], s.peersByEP[old.ep] = old, old
+		return
+	}
+	for _, q := range old.conns {
+		q.mu.Lock()
+		t.leavePeerLocked(q)
+		q.peer = p
+		t.joinPeerLocked(q)
+		q.mu.Unlock()
+	}
+	go t.closeEP(old, false)
+}
+
+// onlyDialsLocked reports whether p's conns are all dials waiting for
+// their answer or given up on. t.mu is held.
+func onlyDialsLocked(p *peer) bool {
+	held(&p.sh.t.mu, "onlyDialsLocked needs Transport.mu")
+	for _, q := range p.conns {
+		q.mu.Lock()
+		ph := q.state.Phase
+		q.mu.Unlock()
+		if !q.dialed || ph != PhaseDialing && ph != PhaseAbandoned {
+			return false
+		}
+	}
+	return true
+}
