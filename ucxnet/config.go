@@ -12,13 +12,14 @@ import (
 
 // Defaults for Config.
 const (
-	DefaultEagerMax  = session.DefaultEagerMax  // largest frame payload
-	DefaultWindow    = session.DefaultWindow    // per-conn receive window
-	DefaultBacklog   = session.DefaultBacklog   // conns waiting for Accept, per listener
-	DefaultSpin      = session.DefaultSpin      // Config.Spin
-	DefaultSpinMax   = session.DefaultSpinMax   // Config.SpinMax
-	DefaultLinger    = session.DefaultLinger    // Config.Linger
-	DefaultKeepAlive = session.DefaultKeepAlive // how long a peer with conns may stay silent (Config.KeepAlive)
+	DefaultEagerMax       = session.DefaultEagerMax       // largest frame payload
+	DefaultWindow         = session.DefaultWindow         // per-conn receive window
+	DefaultBacklog        = session.DefaultBacklog        // conns waiting for Accept, per listener
+	DefaultSpin           = session.DefaultSpin           // Config.Spin
+	DefaultSpinMax        = session.DefaultSpinMax        // Config.SpinMax
+	DefaultLinger         = session.DefaultLinger         // Config.Linger
+	DefaultKeepAlive      = session.DefaultKeepAlive      // keepalive idle time and interval (Config.KeepAlive)
+	DefaultKeepAliveCount = session.DefaultKeepAliveCount // unanswered keepalive probes before a peer is failed
 )
 
 // Config configures a Transport: its workers, frame size, receive window,
@@ -81,20 +82,22 @@ type Config struct {
 	// from the writer's memory (pinned until UCX is done with it, which
 	// Write waits for): one copy less. $UCXNET_COPY_WRITES=1 sets it too.
 	CopyWrites bool
-	// KeepAlive is how long a peer that this transport has conns with may
-	// stay silent before it is taken for dead: its conns then fail with
-	// ECONNRESET (blocked Reads and Writes included), and a dial it does
-	// not answer within twice KeepAlive fails with ECONNREFUSED. A peer
-	// that has been silent for half of it is probed with a PING, per peer
-	// (not per conn), which its progress engine answers whatever its
-	// application is doing. UCX's own keepalive misses some deaths: over
-	// shared memory a killed peer that its parent has not reaped yet (a
-	// zombie) counts as alive. Default: $UCXNET_KEEPALIVE if set (a Go
-	// duration), else DefaultKeepAlive; negative disables it (then only
-	// UCX's detection remains), as with net.Dialer.KeepAlive. A hung peer
-	// process is taken for dead too; one stopped (SIGSTOP, a debugger) on
-	// this host, in this pid namespace and of this user is not: it is
-	// looked at again each KeepAlive (Stats.KeepAliveStopped).
+	// KeepAlive is the keepalive's idle time and interval, as
+	// net.Dialer.KeepAlive's: a peer that this transport has conns with
+	// and that stays silent for KeepAlive is probed with a PING (per
+	// peer, not per conn; its progress engine answers whatever its
+	// application does), again every KeepAlive, and after
+	// DefaultKeepAliveCount unanswered probes it is taken for dead: its
+	// conns fail with ECONNRESET (blocked Reads and Writes included).
+	// Conn.SetKeepAliveConfig sets all three per conn. A dial not answered
+	// within twice KeepAlive (3 s at most) fails with ECONNREFUSED.
+	// Default: $UCXNET_KEEPALIVE if set (a Go duration), else
+	// DefaultKeepAlive (net.KeepAliveConfig's defaults: 15 s, 9 probes);
+	// negative disables it, as with net.Dialer.KeepAlive. A peer on this
+	// host is known by the kernel instead (a unix socket between the two
+	// Transports): its exit fails its conns at once, and while its process
+	// lives (stopped, frozen, starved of CPU) keepalive never fails it
+	// (Stats.KeepAliveKernel), as TCP's kernel answers for such a process.
 	KeepAlive time.Duration
 	// NetDevices restricts the network devices UCX uses (and listens on),
 	// as UCX_NET_DEVICES does: for example "lo" or "eth0,mlx5_0:1". By

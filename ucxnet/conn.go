@@ -79,6 +79,21 @@ func (c *Conn) CloseWrite() error { return c.opErr("close", c.s.CloseWrite()) }
 // as the default, waiting up to sec seconds.
 func (c *Conn) SetLinger(sec int) error { return c.opErr("set", c.s.SetLinger(sec)) }
 
+// SetKeepAlive turns keepalives on (with DefaultKeepAlive and
+// DefaultKeepAliveCount) or off for the conn, as
+// (*net.TCPConn).SetKeepAlive does (see Config.KeepAlive). Keepalives are
+// judged per peer, by the tightest of its conns'.
+func (c *Conn) SetKeepAlive(on bool) error { return c.opErr("set", c.s.SetKeepAlive(on)) }
+
+// SetKeepAliveConfig sets the conn's keepalive, as
+// (*net.TCPConn).SetKeepAliveConfig does: probes after Idle of silence,
+// every Interval, and the peer failed after Count unanswered ones; a zero
+// or negative field takes its default. On the kernel-TCP lane it sets the
+// socket's.
+func (c *Conn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
+	return c.opErr("set", c.s.SetKeepAliveConfig(cfg))
+}
+
 // setDeadline sets the read ("read"), write ("write") or both ("")
 // deadlines.
 func (c *Conn) setDeadline(which string, t time.Time) error {

@@ -8,6 +8,7 @@ package ucxnet
 // worker addresses.
 
 import (
+	"github.com/ucxnet/ucxnet/internal/cucx"
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/session"
@@ -36,9 +37,20 @@ func init() {
 			o, err := progress.Offer(addr)
 			return session.AddressOffer(o), err
 		},
-		AddressRelease: progress.AddressRelease,
-		ValidAddress:   progress.ValidAddress,
+		AddressRelease:    progress.AddressRelease,
+		ValidAddress:      progress.ValidAddress,
+		StripSharedMemory: stripSharedMemoryChecked,
 	})
+}
+
+// stripSharedMemoryChecked removes addr's shared-memory interfaces, once
+// addr passed the checks Connect runs (cucx.CheckTransports): an
+// interface forged as shared memory is refused, not quietly dropped.
+func stripSharedMemoryChecked(addr []byte) ([]byte, error) {
+	if err := cucx.CheckTransports(addr); err != nil {
+		return nil, err
+	}
+	return cucx.StripSharedMemory(addr)
 }
 
 // startUCX starts a UCX worker and its progress engine for cfg,

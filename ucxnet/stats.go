@@ -96,11 +96,14 @@ type Stats struct {
 	ForeignFrames     uint64 `json:"foreign_frames"`
 	PingsSent         uint64 `json:"pings_sent"`          // keepalive probes sent (see Config.KeepAlive)
 	KeepAliveFailures uint64 `json:"keep_alive_failures"` // peers taken for dead because they stayed silent past KeepAlive
-	// KeepAliveStopped counts the times a peer silent past KeepAlive was
-	// kept because its process is stopped (a debugger, SIGSTOP) on this
-	// host; it is looked at again each KeepAlive.
-	KeepAliveStopped uint64 `json:"keep_alive_stopped"`
-	IdlePeersClosed  uint64 `json:"idle_peers_closed"` // endpoints closed because no conn used them
+	// KeepAliveKernel counts the times a peer that keepalive would have
+	// failed was kept because the kernel channel says its process lives
+	// on this host (stopped, frozen or starved).
+	KeepAliveKernel uint64 `json:"keep_alive_kernel"`
+	// PeersExited counts the peers failed because the kernel channel
+	// said their process exited.
+	PeersExited     uint64 `json:"peers_exited"`
+	IdlePeersClosed uint64 `json:"idle_peers_closed"` // endpoints closed because no conn used them
 	// QueuedWrites counts small writes that found the engine busy or the
 	// path to their peer backed up and went into the conn's open frame,
 	// sent shortly after, coalesced with the conn's following small

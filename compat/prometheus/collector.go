@@ -129,7 +129,8 @@ var metrics = []metric{
 	counter("idle_peers_closed_total", "Endpoints closed because no conn used them.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.IdlePeersClosed }),
 	counter("connects_dropped_total", "CONNECTs dropped unanswered, over the budget for endpoints made from CONNECTs.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.ConnectsDropped }),
 	counter("keepalive_pings_total", "Keepalive probes sent.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.PingsSent }),
-	counter("keepalive_stopped_total", "Times a peer silent past the keepalive was kept because its process is stopped (a debugger, SIGSTOP) on this host.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.KeepAliveStopped }),
+	counter("keepalive_kernel_total", "Times a peer silent past the keepalive was kept because the kernel channel says its process lives on this host.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.KeepAliveKernel }),
+	counter("peers_exited_total", "Peers failed because the kernel channel said their process exited.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.PeersExited }),
 	counter("keepalive_failures_total", "Peers taken for dead because they stayed silent past the keepalive.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.KeepAliveFailures }),
 	split("tcp_lane_rejected_total", "Kernel-TCP lane conns closed before their preamble was done, by reason.", labelReason, false, map[string]func(*ucxnet.Stats, *ucxnet.LaneStats) uint64{
 		"garbage":   func(_ *ucxnet.Stats, l *ucxnet.LaneStats) uint64 { return l.Garbage },

@@ -281,7 +281,7 @@ var statSeries = map[string]string{
 	"AuthFailures": "ucxnet_auth_failures_total", "OpenConns": "ucxnet_lane_conns", "Peers": "ucxnet_peers",
 	"InflightSends": "ucxnet_inflight_sends", "ZeroCopyFrames": "ucxnet_zero_copy_frames_total",
 	"StalledPeers": "ucxnet_stalled_peers_total", "PingsSent": "ucxnet_keepalive_pings_total",
-	"KeepAliveFailures": "ucxnet_keepalive_failures_total", "KeepAliveStopped": "ucxnet_keepalive_stopped_total",
+	"KeepAliveFailures": "ucxnet_keepalive_failures_total", "KeepAliveKernel": "ucxnet_keepalive_kernel_total", "PeersExited": "ucxnet_peers_exited_total",
 	"IdlePeersClosed": "ucxnet_idle_peers_closed_total", "QueuedWrites": "ucxnet_queued_writes_total",
 	"ConnectsDropped": "ucxnet_connects_dropped_total",
 	// LaneStats

@@ -37,7 +37,8 @@
 //	ucxnet_resets_total{network_io_direction}                  RST frames
 //	ucxnet_protocol_resets_total, ucxnet_peer_failures_total, ucxnet_auth_failures_total
 //	ucxnet_stalled_peers_total, ucxnet_idle_peers_closed_total, ucxnet_connects_dropped_total
-//	ucxnet_keepalive_pings_total, ucxnet_keepalive_failures_total, ucxnet_keepalive_stopped_total
+//	ucxnet_keepalive_pings_total, ucxnet_keepalive_failures_total, ucxnet_keepalive_kernel_total
+//	ucxnet_peers_exited_total
 //	ucxnet_tcp_lane_rejected_total{reason}  garbage, oversized, timeout, over_cap
 //
 // The byte and frame counters count the UCX lane: bytes on the kernel-TCP

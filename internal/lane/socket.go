@@ -85,10 +85,10 @@ func ifaceAddrs(ifc net.Interface) []netip.Addr {
 }
 
 // SetKeepAlive applies a conn's KeepAlive (Config, Dialer or
-// ListenConfig) to its TCP connection: keepalive probes from KeepAlive/2 of
-// silence, KeepAlive/4 apart, three unanswered fail the conn with
-// ECONNRESET (the kernel counts in whole seconds: at least 1 s each).
-// Negative: Go's defaults (15 s). The kernel probes only an idle
+// ListenConfig) to its TCP connection as net.Dialer.KeepAlive does:
+// probes from KeepAlive of silence, KeepAlive apart, and nine unanswered
+// fail the conn with ECONNRESET (the kernel counts in whole seconds: at
+// least 1 s each). Negative: Go's defaults (15 s). The kernel probes only an idle
 // connection; data unacknowledged is bounded by TCP's retransmissions
 // (tcp_retries2), not here: TCP_USER_TIMEOUT would also end a live conn
 // whose reader stopped reading (zero-window probes count as unanswered,
@@ -98,7 +98,7 @@ func SetKeepAlive(tc *net.TCPConn, ka time.Duration) {
 		return
 	}
 	_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{
-		Enable: true, Idle: max(ka/2, time.Second), Interval: max(ka/4, time.Second), Count: 3,
+		Enable: true, Idle: max(ka, time.Second), Interval: max(ka, time.Second), Count: 9,
 	})
 }
 

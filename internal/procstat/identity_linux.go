@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -49,25 +47,4 @@ func hostNamespace() (pidNS uint64, boot [16]byte, ok bool) {
 	}
 	copy(boot[:], b)
 	return pidNS, boot, true
-}
-
-// StateOf returns the /proc state of the process id names, if it is
-// another process on this host, in this pid namespace, owned by this
-// process's effective user and started when id says; ok is false
-// otherwise.
-func StateOf(id stream.ProcID) (state byte, ok bool) {
-	me := self()
-	if id.PID == 0 || me.PID == 0 || id.Boot != me.Boot || id.PidNS != me.PidNS || id.PID == me.PID {
-		return 0, false
-	}
-	pid := int(id.PID)
-	var fi unix.Stat_t
-	if unix.Stat("/proc/"+strconv.Itoa(pid), &fi) != nil || fi.Uid != uint32(os.Geteuid()) {
-		return 0, false
-	}
-	st, err := Read(pid)
-	if err != nil || st.Start != id.Start {
-		return 0, false
-	}
-	return st.State, true
 }

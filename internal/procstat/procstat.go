@@ -1,9 +1,7 @@
 // Package procstat reads a Linux process's state and start time from
 // /proc/PID/stat, and identifies processes across a host: Self names this
-// process (pid, start time, pid namespace, boot id) so that another
-// process of the same user and host can look up its state (StateOf), as
-// ucxnet does to tell a peer stopped in a debugger from a dead one. Off
-// Linux a process has no identity.
+// process (pid, start time, pid namespace, boot id) for the Hellos
+// ucxnet sends (stream.ProcID). Off Linux a process has no identity.
 package procstat
 
 import (
@@ -53,7 +51,3 @@ func Read(pid int) (Stat, error) {
 	}
 	return Parse(data)
 }
-
-// Stopped reports whether state is a stop (SIGSTOP: 'T') or a tracing
-// stop (a debugger: 't').
-func Stopped(state byte) bool { return state == 't' || state == 'T' }

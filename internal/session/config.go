@@ -22,8 +22,11 @@ const (
 	DefaultSpinMax  = 500 * time.Microsecond
 	DefaultLinger   = 2 * time.Second
 	// DefaultKeepAlive is how long a peer with conns may stay silent
-	// before it is taken for dead (see Config.KeepAlive).
-	DefaultKeepAlive = 1500 * time.Millisecond
+	// before it is probed, and the time between probes; after
+	// DefaultKeepAliveCount unanswered probes it is taken for dead (see
+	// Config.KeepAlive). They are net.KeepAliveConfig's defaults.
+	DefaultKeepAlive      = 15 * time.Second
+	DefaultKeepAliveCount = 9
 )
 
 // Config configures a Transport. Its fields mean what ucxnet.Config's do:

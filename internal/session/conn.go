@@ -30,8 +30,9 @@ type Conn struct {
 	raddr    Addr
 	dialDone chan struct{} // closed when a dial is answered
 	// keepAlive is how long the conn's peer may stay silent (Dialer and
-	// ListenConfig KeepAlive, else Config.KeepAlive; <= 0: not checked).
-	keepAlive time.Duration
+	// ListenConfig KeepAlive, else Config.KeepAlive; SetKeepAlive): set
+	// before the conn enters the conn table, then under Transport.mu.
+	keepAlive KeepAlive
 	dialed    bool       // made by Dial (set under Transport.mu when attached)
 	auth      *authState // pre-shared-key handshake state, if any
 	// sh is the shard the conn is on: its frames come and go through that
@@ -51,9 +52,6 @@ type Conn struct {
 	// the ACCEPT names the listener's worker that carries the conn. Set
 	// before the conn is in the conn table.
 	workers bool
-	// peerProc is the process the peer's Hello named (procid_linux.go).
-	// Engine goroutine only.
-	peerProc stream.ProcID
 	// early holds frames that came before the ACCEPT (engine goroutine).
 	early Early
 	// connect is what an accepted conn keeps of the CONNECT that made it,
@@ -112,7 +110,7 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 		closedCh:  make(chan struct{}),
 		failedCh:  make(chan struct{}),
 		linger:    -1,
-		keepAlive: t.cfg.KeepAlive,
+		keepAlive: keepAliveOf(t.cfg.KeepAlive),
 		born:      time.Now(),
 	}
 	return c

@@ -197,8 +197,8 @@ func TestZeroCopyWrites(t *testing.T) {
 // is taken for hung, its endpoint force-closed (so UCX never reads the
 // writer's buffer again) and the Write fails with ECONNRESET.
 func TestZeroCopyStalledPeer(t *testing.T) {
-	// The keepalive would take the paused peer for dead first (1.5 s): this
-	// test is about the zero-copy stall check, so it is off here.
+	// This test is about the zero-copy stall check, not keepalive: it is
+	// off here.
 	p := newPair(t, Config{Window: 64 << 20, KeepAlive: -1})
 	c, s := p.conns(t)
 	defer c.Close()

@@ -117,12 +117,14 @@ func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, wh
 	c.workers = t.multi()
 	c.laneWhy = why
 	if d.KeepAlive != 0 {
-		c.keepAlive = d.KeepAlive
+		c.keepAlive = keepAliveOf(d.KeepAlive)
 	}
 	c.auth = newDialAuth(psk, e.Name)
 	if why := t.releaseClash(e); why != "" {
 		return nil, withDetail(ErrRefused, "%s", why)
 	}
+	t.ensureChan(ctx, e.Address)
+	c.laneWhy = joinWhy(c.laneWhy, t.shmWhyNot(e.Address))
 	if err := t.attach(e.Address, c, true, nil, 0); err != nil {
 		if err == ErrTransportClosed {
 			return nil, err
@@ -150,13 +152,14 @@ func (c *Conn) answered() (*Conn, error) {
 // awaitAnswer waits for the answer to c's CONNECT to e's listener,
 // sending the CONNECT again while none comes (connectRTO, resendConnect).
 // A listener's engine answers at once, whatever its application does: no
-// answer within twice KeepAlive (time for UCX to wire up a first endpoint
+// answer within answerWait (time for UCX to wire up a first endpoint
 // too) means its process is gone (a killed process over shared memory can
 // look alive to UCX).
 func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error) {
 	var noAnswer <-chan time.Time
-	if ka := c.keepAlive; ka > 0 {
-		timer := time.NewTimer(2 * ka)
+	wait := answerWait(c.keepAlive)
+	if wait > 0 {
+		timer := time.NewTimer(wait)
 		defer timer.Stop()
 		noAnswer = timer.C
 	}
@@ -174,7 +177,7 @@ func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error)
 			giveUp = ctx.Err()
 		case <-noAnswer:
 			unanswered = true
-			giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, 2*c.keepAlive, releasePair(e))
+			giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, wait, releasePair(e))
 		case <-c.t.closing:
 			c.terminate(ErrTransportClosed, EndQuiet)
 			return nil, ErrTransportClosed
@@ -189,6 +192,20 @@ func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error)
 		c.t.markUnanswered(c)
 	}
 	return nil, giveUp
+}
+
+// maxAnswerIdle caps the keepalive idle time that answerWait doubles.
+const maxAnswerIdle = 1500 * time.Millisecond
+
+// answerWait is how long a dial waits for its CONNECT's answer: twice
+// the keepalive's idle time, at most twice maxAnswerIdle (a listener's
+// engine answers at once, whatever its application does); 0 if
+// keepalives are off (only the caller's deadline ends the wait).
+func answerWait(k KeepAlive) time.Duration {
+	if !k.On() {
+		return 0
+	}
+	return 2 * min(k.Idle, maxAnswerIdle)
 }
 
 // abandonDial gives up on c's dial: a conn answered meanwhile is closed;

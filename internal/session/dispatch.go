@@ -40,10 +40,12 @@ func (h engineHandler) HandleEvents(evs []engine.Event) {
 // handleEvents handles a batch of events of shard s's engine.
 func (t *Transport) handleEvents(s *shard, evs []engine.Event) {
 	now := time.Now().UnixNano() // one clock read per batch, for liveness
+	frames := false
 	for i := range evs {
 		ev := &evs[i]
 		switch ev.Kind {
 		case engine.Frame:
+			frames = true
 			t.handleFrame(s, ev, now)
 		case engine.EPError:
 			t.handleEPError(s, ev.EP, ev.Err)
@@ -53,6 +55,7 @@ func (t *Transport) handleEvents(s *shard, evs []engine.Event) {
 			s.tickAll(time.Unix(0, now))
 		case engine.Writable:
 			s.resetFailed()
+			s.reapGone(frames)
 		default:
 			t.handleBad(s, ev)
 		}

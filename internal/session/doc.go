@@ -66,7 +66,8 @@
 //     side, Inbound (reassembly, the receive window, the data not yet
 //     read); its open frame of corked small writes, Cork; the frames that
 //     come before a dial's answer, Early;
-//   - the keepalive's judgement of a peer, Judge;
+//   - the keepalive's judgement of a peer, Judge, and its shape,
+//     KeepAlive (TCP's: idle, interval, count);
 //   - how writes go out on an endpoint, ChoosePath, and the largest frames
 //     a peer takes per path, SegLimits;
 //   - a listener's streams waiting for their dialer's proof, Unproven;
@@ -82,8 +83,9 @@ package session
 //	  Transport.mu  RW: the conn table, the accepted conns' CONNECTs
 //	                (accepted, lingering, Conn.connect), the listeners,
 //	                closed, every shard's peer tables and admission state,
-//	                and a peer's conns, from, proc, idleSince, hadConns,
-//	                ka, dialed, madeBy and madeAt
+//	                and a peer's conns, from, idleSince, hadConns, ka,
+//	                dialed, madeBy and madeAt; Conn.keepAlive once in the
+//	                table
 //	    Conn.mu       state (a State), in (an Inbound), swin, rerr, werr,
 //	                  dErr, linger, the waiter counts and condition
 //	                  channels
@@ -94,21 +96,26 @@ package session
 //	      outQueue.mu   the shard's queued peers, peer.outQ, failed
 //	      Conn.out      (never under outQueue.mu, nor it under this)
 //	Leaves, taken last: BufPool's and LogLimiter's mutexes, Transport.opMu,
-//	tcpSide.mu (a listener's kernel-TCP side: failed key proofs per
-//	source, Buckets), the face's Deadline's (its Wait, called under
+//	chans.mu (the kernel channels' links and dials, kchan.go),
+//	goneQueue.mu (a shard's peers whose process exited, and its pass
+//	count), tcpSide.mu (a listener's kernel-TCP side: failed key proofs
+//	per source, Buckets), the face's Deadline's (its Wait, called under
 //	Conn.mu).
 //
 // Owned by a shard's engine goroutine (its HandleEvents and Ticks), read
-// and written there alone: Conn.from, learnFrom, peerProc, early (an
-// Early); peer.pongs; shard.lastSweep. Atomics, each written by one
-// side and read by any: peer.lastRecv, lastPing, rttProbe, rtt,
-// stoppedAt, closing, unflushed, info, sp; Cork's failed flag;
-// outQueue.queued, fresh.
+// and written there alone: Conn.from, learnFrom, early (an Early);
+// peer.pongs; shard.lastSweep. A peer's process exit reaches it through
+// the shard's goneQueue and a Writable event (kchan.go), never from the
+// channel's goroutine directly. Atomics, each written by one side and
+// read by any: peer.lastRecv, lastPing, rttProbe, rtt, closing,
+// unflushed, info, sp; Cork's failed flag; outQueue.queued, fresh.
 //
 // Set once before the conn enters the conn table, then read-only: Conn.t,
-// sh, workers, dialed, keepAlive, laddr. Conn.peer is written under both
-// Transport.mu and Conn.mu (a dialed conn moved to the worker its ACCEPT
-// names) and read under either.
+// sh, workers, dialed, laddr. Conn.keepAlive is set before the conn
+// enters the conn table, then written and read under Transport.mu
+// (SetKeepAliveConfig). Conn.peer is written under both Transport.mu and
+// Conn.mu (a dialed conn moved to the worker its ACCEPT names) and read
+// under either.
 //
 // The rules are checked at run time when UCXNET_DEBUG_OWNERS=1, and in
 // this package's tests (owner.go): the functions that touch what a

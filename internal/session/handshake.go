@@ -190,8 +190,7 @@ func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, s *shard) *Con
 	c.sh = s
 	c.workers = t.multi() && hello.Features&stream.FeatureWorkers != 0
 	c.learnFrom = true
-	c.peerProc = hello.Proc
-	c.keepAlive = l.ka
+	c.keepAlive = keepAliveOf(l.ka)
 	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
 	c.peerSegs = PeerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))
@@ -274,7 +273,6 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	}
 	c.remoteID = hello.ConnID
 	c.raddr.ID = hello.ConnID // before Dial returns c (it waits for dialDone)
-	c.peerProc = hello.Proc
 	c.frame = min(c.t.cfg.EagerMax, int(hello.EagerMax))
 	c.peerSegs = PeerSegLimits(hello)
 	c.swin.Update(uint64(hello.Window))

@@ -183,10 +183,7 @@ func TestDialCloseHygiene(t *testing.T) {
 func TestAcceptOverload(t *testing.T) {
 	const dials = 1000
 	const timeout = 5 * time.Second
-	// A thousand handshakes under -race, beside other test processes on
-	// two cores, can keep an engine from answering a keepalive within the
-	// 1.5 s default: this test is about the backlog, liveness has its own.
-	p := newPair(t, Config{KeepAlive: 15 * time.Second})
+	p := newPair(t, Config{})
 	name := p.ln.Addr().String()
 	backlog := p.server.cfg.Backlog
 

@@ -357,7 +357,7 @@ func TestMemKeepAliveAfterOwnStall(t *testing.T) {
 	require.Zero(t, p.client.Stats().KeepAliveFailures, "a peer was failed for our own stall")
 	require.Positive(t, p.client.Stats().PingsSent)
 	// Without the stall the same silence is fatal.
-	asEngine(sh, func() { sh.sweepOnce(late.Add(3*time.Second), false) })
+	asEngine(sh, func() { sh.sweepOnce(late.Add(keepAliveOf(2*time.Second).Timeout()+time.Second), false) })
 	require.Positive(t, p.client.Stats().KeepAliveFailures)
 }
 

@@ -229,7 +229,7 @@ func (e *netnsEnv) start(t *testing.T, ns, veth, run string, env ...string) *net
 		// keepalive) as well as while sending (tcp_retries2, set per
 		// namespace in TestNetns).
 		"UCX_TCP_KEEPIDLE=1s", "UCX_TCP_KEEPINTVL=1s", "UCX_TCP_KEEPCNT=3",
-		"UCXNET_REGISTRY=dir:"+e.regDir, "GORACE=atexit_sleep_ms=0")
+		"UCXNET_REGISTRY=dir:"+e.regDir, "GORACE=atexit_sleep_ms=0", "UCXNET_KEEPALIVE=1s")
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

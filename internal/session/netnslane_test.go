@@ -277,7 +277,9 @@ func (e *netnsEnv) startHost(t *testing.T, ns, veth, run string, env ...string) 
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "UCX_NET_DEVICES="+veth, "UCXNET_REGISTRY=dir:"+e.regDir, "GORACE=atexit_sleep_ms=0")
+	// A vanished host is known by keepalive: 1 s idle and 9 probes 1 s
+	// apart (the defaults would take 150 s).
+	cmd.Env = append(cmd.Env, "UCX_NET_DEVICES="+veth, "UCXNET_REGISTRY=dir:"+e.regDir, "GORACE=atexit_sleep_ms=0", "UCXNET_KEEPALIVE=1s")
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

@@ -21,9 +21,6 @@ type peer struct {
 	// from is the From of its frames, learnt from its conns' handshakes
 	// (0: not yet), under Transport.mu.
 	from uintptr
-	// proc is the process its Hello named, from the conn that set from
-	// (procid_linux.go), under Transport.mu.
-	proc stream.ProcID
 	info atomic.Pointer[[]string]
 
 	sp atomic.Pointer[SendPath] // how to send, chosen from the transports (nil: not yet)
@@ -43,9 +40,6 @@ type peer struct {
 	lastPing atomic.Int64 // when we last sent it a PING
 	rttProbe atomic.Int64 // when the PING not yet answered was sent (0: none)
 	rtt      atomic.Int64 // the round trip of the last answered PING, ns (ConnStats.RTT)
-	// stoppedAt is when keepalive last found the peer's process stopped
-	// (0: not since it last spared it after a resume; keepStopped).
-	stoppedAt atomic.Int64
 	// idleSince is when the peer's last conn left (or the peer was made
 	// without one), under Transport.mu; hadConns says whether it ever had
 	// one. The sweep closes endpoints idle too long.
@@ -60,9 +54,9 @@ type peer struct {
 	// refusedFrom is the From of the CONNECT that a peer without conns was
 	// made to refuse (under Transport.mu; see remadeLocked).
 	refusedFrom uintptr
-	// ka is the shortest positive keepalive of the conns it had since it
-	// last had none (under Transport.mu); 0: not checked.
-	ka time.Duration
+	// ka is the tightest keepalive of the conns it had since it last had
+	// none (under Transport.mu); off: not checked.
+	ka KeepAlive
 	// dialed counts its conns that this side dialed (under
 	// Transport.mu): the dialing side probes first (see sweepOnce).
 	dialed int
@@ -247,8 +241,12 @@ func (t *Transport) peerForLocked(s *shard, addr []byte, dial bool, at *shard, f
 			return nil, err
 		}
 	}
+	ua, err := t.ucxAddr(addr)
+	if err != nil {
+		return nil, err
+	}
 	w := s.acquire()
-	ep, err := w.Connect(addr)
+	ep, err := w.Connect(ua)
 	s.giveBack(w)
 	if err != nil {
 		return nil, err
@@ -324,7 +322,6 @@ func (t *Transport) noteFromLocked(p *peer, c *Conn) {
 	}
 	s.forgetFromLocked(p)
 	p.from = from
-	p.proc = c.peerProc
 	s.peersByFrom[from] = p
 }
 
@@ -412,9 +409,9 @@ func (t *Transport) markUnanswered(c *Conn) {
 }
 
 // sweepEvery is how often the keepalive sweep runs: a sixth of the
-// shortest keepalive in use, within [engine.TickEvery, 1 s].
+// transport's keepalive idle time, within [engine.TickEvery, 1 s].
 func (t *Transport) sweepEvery() time.Duration {
-	every := 250 * time.Millisecond // for conns whose Dialer or ListenConfig sets a KeepAlive
+	every := 250 * time.Millisecond // for conns whose Dialer, ListenConfig or SetKeepAlive sets a keepalive
 	if ka := t.cfg.KeepAlive; ka > 0 {
 		every = min(time.Second, max(ka/6, engine.TickEvery))
 	}
@@ -498,7 +495,7 @@ type probe struct {
 // most. t.mu is held.
 func livenessLocked(p *peer, now time.Time, stalled bool) (Verdict, *Conn) {
 	held(&p.sh.t.mu, "livenessLocked needs Transport.mu")
-	if p.ka <= 0 {
+	if !p.ka.On() {
 		return Alive, nil // keepalives off for all its conns
 	}
 	if stalled {
@@ -533,11 +530,14 @@ func (t *Transport) sendProbes(probes []probe, now time.Time) {
 	}
 }
 
-// failSilent fails the peers that left a PING unanswered, unless their
-// process is stopped on this host (keepStopped).
+// failSilent fails the peers that left their PINGs unanswered, unless a
+// kernel channel says their process lives on this host (stopped, frozen
+// or starved: TCP's kernel answers for such a process too).
 func (t *Transport) failSilent(dead []*peer, now time.Time) {
 	for _, p := range dead {
-		if t.keepStopped(p, now.UnixNano()) {
+		if t.chanAlive(p.addr) {
+			p.lastRecv.Store(now.UnixNano())
+			t.stats.keepAliveKernel.Add(1)
 			continue
 		}
 		t.stats.keepAliveFailures.Add(1)
@@ -558,7 +558,7 @@ func (t *Transport) failSilent(dead []*peer, now time.Time) {
 // their answer). t.mu is held.
 func pingConn(p *peer) *Conn {
 	for _, c := range p.conns {
-		if c.keepAlive > 0 && c.loadRemoteID() != 0 {
+		if c.keepAlive.On() && c.loadRemoteID() != 0 {
 			return c
 		}
 	}

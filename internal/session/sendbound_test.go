@@ -30,9 +30,9 @@ func stalledConn(t *testing.T, ln net.Listener, victim *Transport, id uint64) ne
 	w, err := cucx.Open(settings)
 	require.NoError(t, err)
 	sp := &stalledPeer{w: w}
-	sp.ep, err = w.Connect(victim.eng.Address())
-	require.NoError(t, err)
 	addr, err := w.Address()
+	require.NoError(t, err)
+	sp.ep, err = w.Connect(rawTarget(victim, addr))
 	require.NoError(t, err)
 	hello := stream.Hello{ConnID: id, EagerMax: 1 << 20, Window: 1 << 16, Name: ln.Addr().String(), WorkerAddr: addr}
 	b, err := hello.MarshalBinary()

@@ -77,6 +77,8 @@ type shard struct {
 	owner owner // the goroutine in its handler, for the ownership checks (owner.go)
 
 	out outQueue // open frames waiting for this worker (coalesce.go)
+
+	gone goneQueue // peers whose process exited, to fail (kchan.go)
 }
 
 func newShard(t *Transport, idx int) *shard {

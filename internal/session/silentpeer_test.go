@@ -18,6 +18,7 @@ func TestDialTimeoutSilentPeer(t *testing.T) {
 	p := newPair(t, Config{})
 	// A raw peer that publishes a name but never answers CONNECT.
 	raw := newRawPeer(t, p.server)
+	vouchFor(p.client, raw.eng.Address())
 	e := registryEntry(t, "silent", raw.eng.Address())
 	require.NoError(t, p.client.Registry().Register(context.Background(), e))
 	d := Dialer{Transport: p.client, Timeout: 300 * time.Millisecond}

@@ -13,7 +13,7 @@ type counters struct {
 	authFailures, stalledPeers                     atomic.Uint64
 	foreignFrames, pingsSent, keepAliveFailures    atomic.Uint64
 	idleClosed, queuedWrites, connectsDropped      atomic.Uint64
-	keepAliveStopped                               atomic.Uint64
+	keepAliveKernel, peersExited                   atomic.Uint64
 }
 
 // Stats are a Transport's counters. Its fields mean what ucxnet.Stats's
@@ -43,7 +43,8 @@ type Stats struct {
 	ForeignFrames     uint64 `json:"foreign_frames"`
 	PingsSent         uint64 `json:"pings_sent"`
 	KeepAliveFailures uint64 `json:"keep_alive_failures"`
-	KeepAliveStopped  uint64 `json:"keep_alive_stopped"`
+	KeepAliveKernel   uint64 `json:"keep_alive_kernel"`
+	PeersExited       uint64 `json:"peers_exited"`
 	IdlePeersClosed   uint64 `json:"idle_peers_closed"`
 	QueuedWrites      uint64 `json:"queued_writes"`
 	ConnectsDropped   uint64 `json:"connects_dropped"`
@@ -69,7 +70,7 @@ func (t *Transport) Stats() Stats {
 		PeerFailures: s.peerFailures.Load(), AuthFailures: s.authFailures.Load(), OpenConns: uint64(open), Peers: uint64(peers),
 		InflightSends: es.Inflight, ZeroCopyFrames: es.ZCFrames, StalledPeers: s.stalledPeers.Load(),
 		ForeignFrames: s.foreignFrames.Load(), PingsSent: s.pingsSent.Load(),
-		KeepAliveFailures: s.keepAliveFailures.Load(), KeepAliveStopped: s.keepAliveStopped.Load(),
+		KeepAliveFailures: s.keepAliveFailures.Load(), KeepAliveKernel: s.keepAliveKernel.Load(), PeersExited: s.peersExited.Load(),
 		IdlePeersClosed: s.idleClosed.Load(),
 		QueuedWrites:    s.queuedWrites.Load(), ConnectsDropped: s.connectsDropped.Load(),
 	}

@@ -67,6 +67,13 @@ type Transport struct {
 	statsSrv *statsock.Server // the stats socket (statsock.go); nil: none
 	logLimit LogLimiter       // Config.Logger records a peer's input causes (logger.go)
 	lanes    laneConns        // conns on the kernel-TCP lane (tcpconn.go)
+
+	kc chans // kernel channels to Transports on this host (kchan.go)
+	// stripShm removes shared-memory interfaces from an address no
+	// channel vouches for: stripSharedMemory on UCX, noStrip on engines
+	// without shared memory (tests may replace it before the first
+	// endpoint).
+	stripShm func([]byte) ([]byte, error)
 }
 
 // StartUCX starts a transport's engine on UCX (the UCX that SetUCX
@@ -120,6 +127,7 @@ func NewTransport(cfg Config, start StartEngine) (*Transport, error) {
 		ops:       make(map[uint64]chan error),
 		readBufs:  BufPool{Max: maxFreeBufs},
 		outBufs:   BufPool{Max: maxOutBufs},
+		stripShm:  noStrip,
 	}
 	t.holdMin = min(16<<10, t.shmFrame/2)
 	if err := t.startShards(cfg, start); err != nil {
@@ -129,6 +137,10 @@ func NewTransport(cfg Config, start StartEngine) (*Transport, error) {
 		return nil, err
 	}
 	t.markUCXFDs() // the worker's sockets and epoll instances
+	if isUCX(t.eng) {
+		t.stripShm = stripSharedMemory
+		t.startChans()
+	}
 	t.serveStats()
 	addLive(t)
 	return t, nil
@@ -222,6 +234,9 @@ func (t *Transport) Close() error {
 	for _, p := range peers {
 		t.closePeer(p, true)
 	}
+	// The conns' FINs and RSTs went out: the peers read this close as
+	// one, not as an exit (kchan.go).
+	t.closeChans()
 	err := t.closeEngines()
 	if t.ownReg {
 		if rerr := closeRegistry(t.reg); err == nil {
@@ -278,9 +293,7 @@ func (t *Transport) joinPeerLocked(c *Conn) {
 	if c.dialed {
 		p.dialed++
 	}
-	if ka := c.keepAlive; ka > 0 && (p.ka == 0 || ka < p.ka) {
-		p.ka = ka
-	}
+	p.ka = p.ka.tightest(c.keepAlive)
 }
 
 // leavePeerLocked takes c off c.peer's conns. t.mu is held.
@@ -296,7 +309,7 @@ func (t *Transport) leavePeerLocked(c *Conn) {
 	}
 	if len(p.conns) == 0 {
 		p.idleSince = time.Now()
-		p.ka = 0
+		p.ka = KeepAlive{}
 	}
 }
 

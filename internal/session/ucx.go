@@ -36,6 +36,11 @@ type UCXBinding struct {
 	// ValidAddress reports whether addr is a packed worker address this
 	// build would hand to UCX.
 	ValidAddress func(addr []byte) bool
+	// StripSharedMemory returns a packed worker address without its
+	// shared-memory interfaces (posix, sysv, cma, knem, xpmem); empty if
+	// nothing else is left. nil: addresses are used as they are (an
+	// engine without shared memory).
+	StripSharedMemory func(addr []byte) ([]byte, error)
 }
 
 // AddressOffer is what a packed worker address offers a peer, by the
@@ -83,6 +88,15 @@ func offerOf(addr []byte) (AddressOffer, error) { return ucx.Offer(addr) }
 // addressRelease is the UCX release a packed worker address names
 // ("1.18"), "" if it names none (releases before 1.16) or is not one.
 func addressRelease(addr []byte) string { return ucx.AddressRelease(addr) }
+
+// stripSharedMemory is ucx.StripSharedMemory, or addr as it is where the
+// binding has none.
+func stripSharedMemory(addr []byte) ([]byte, error) {
+	if ucx.StripSharedMemory == nil {
+		return addr, nil
+	}
+	return ucx.StripSharedMemory(addr)
+}
 
 // validAddress reports whether addr is a packed worker address this build
 // would hand to UCX.

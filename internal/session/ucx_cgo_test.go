@@ -7,6 +7,7 @@ package session
 // Without cgo the tests run with the session's own binding, no UCX.
 
 import (
+	"github.com/ucxnet/ucxnet/internal/cucx"
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
@@ -37,7 +38,16 @@ func init() {
 			o, err := progress.Offer(addr)
 			return AddressOffer(o), err
 		},
-		AddressRelease: progress.AddressRelease,
-		ValidAddress:   progress.ValidAddress,
+		AddressRelease:    progress.AddressRelease,
+		ValidAddress:      progress.ValidAddress,
+		StripSharedMemory: stripSharedMemoryChecked,
 	})
+}
+
+// stripSharedMemoryChecked is ucxnet's (engine_ucx.go).
+func stripSharedMemoryChecked(addr []byte) ([]byte, error) {
+	if err := cucx.CheckTransports(addr); err != nil {
+		return nil, err
+	}
+	return cucx.StripSharedMemory(addr)
 }

@@ -26,13 +26,13 @@ func unboundLocked(p *peer, now time.Time, probe, reset []*Conn) ([]*Conn, []*Co
 	heldW(&p.sh.t.mu, "unboundLocked needs Transport.mu")
 	p.sh.owner.check()
 	for _, c := range p.conns {
-		if !c.learnFrom || c.from != 0 || c.keepAlive <= 0 {
+		if !c.learnFrom || c.from != 0 || !c.keepAlive.On() {
 			continue
 		}
 		switch age := now.Sub(c.born); {
-		case age > 2*c.keepAlive:
+		case age > 2*c.keepAlive.Idle:
 			reset = append(reset, c)
-		case age > c.keepAlive && !c.unboundProbed:
+		case age > c.keepAlive.Idle && !c.unboundProbed:
 			c.unboundProbed = true
 			probe = append(probe, c)
 		}
@@ -47,7 +47,7 @@ func (t *Transport) checkUnbound(probe, reset []*Conn) {
 		_ = t.sendCtl(c.peer, stream.Header{Kind: stream.KindPing, ConnID: c.remoteID, Aux: c.id})
 	}
 	for _, c := range reset {
-		c.terminate(withDetail(ErrReset, "the dialer sent nothing for the conn within twice KeepAlive (%v)", 2*c.keepAlive),
+		c.terminate(withDetail(ErrReset, "the dialer sent nothing for the conn within twice KeepAlive (%v)", 2*c.keepAlive.Idle),
 			EndReset(stream.RstAbort, RSTAlways))
 	}
 }

@@ -60,10 +60,6 @@ type Watcher struct {
 	// mapped since the last scan).
 	lastFailure atomic.Int64
 	rescan      atomic.Bool
-	// stoppedUntil (UnixNano): until then no slot is repaired, since a
-	// peer was found stopped (in a debugger) and the stuck slot may be
-	// its, which it would finish writing once resumed.
-	stoppedUntil atomic.Int64
 }
 
 // New returns the Watcher for a process that loaded UCX release (as
@@ -71,17 +67,6 @@ type Watcher struct {
 // UCX's FIFO geometry at its defaults.
 func New(release string) *Watcher {
 	return &Watcher{off: smFifoTuned() || !Verified(release), stuck: map[uint64]smStuck{}}
-}
-
-// NoteStoppedPeer records that a peer was found stopped, and holds repairs
-// until then at least: about when it will be looked at again.
-func (w *Watcher) NoteStoppedPeer(until time.Time) {
-	for {
-		old := w.stoppedUntil.Load()
-		if old >= until.UnixNano() || w.stoppedUntil.CompareAndSwap(old, until.UnixNano()) {
-			return
-		}
-	}
 }
 
 // NotePeerFailure records that a peer of this process failed now: slots
@@ -152,8 +137,7 @@ func (w *Watcher) check(mem *os.File, addr uint64, now time.Time) {
 		switch {
 		case !seen || s.index != i:
 			w.stuck[addr] = smStuck{index: i, since: now}
-		case now.Sub(s.since) >= smStuckAfter && now.Sub(time.Unix(0, w.lastFailure.Load())) <= smFailureWindow &&
-			now.UnixNano() > w.stoppedUntil.Load():
+		case now.Sub(s.since) >= smStuckAfter && now.Sub(time.Unix(0, w.lastFailure.Load())) <= smFailureWindow:
 			if smPublish(mem, addr, i) {
 				w.repaired++
 			}

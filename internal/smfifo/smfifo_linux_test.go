@@ -52,11 +52,6 @@ func TestRepairPublishesStuckSlot(t *testing.T) {
 	require.Zero(t, w.repaired, "no peer failed: a slow sender's slot is left alone")
 
 	w.NotePeerFailure(now)
-	w.NoteStoppedPeer(now.Add(time.Hour))
-	w.check(mem, addr, now.Add(smStuckAfter))
-	require.Zero(t, w.repaired, "a peer is stopped: the slot may be its")
-
-	w.stoppedUntil.Store(0)
 	w.check(mem, addr, now.Add(smStuckAfter))
 	require.EqualValues(t, 1, w.repaired)
 	el := seg[smElemOff(67):]

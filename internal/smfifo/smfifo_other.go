@@ -17,8 +17,5 @@ func (w *Watcher) Tick(time.Time) {}
 // NotePeerFailure does nothing.
 func (w *Watcher) NotePeerFailure(time.Time) {}
 
-// NoteStoppedPeer does nothing.
-func (w *Watcher) NoteStoppedPeer(time.Time) {}
-
 // Repairs returns 0.
 func (w *Watcher) Repairs() uint64 { return 0 }

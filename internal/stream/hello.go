@@ -51,9 +51,9 @@ const (
 // procLen is the size of an encoded ProcID.
 const procLen = 4 + 8 + 8 + 16
 
-// ProcID names the process that sent a Hello, on its host: enough for a
-// peer on the same host to find it in /proc and tell a stopped process
-// (a debugger, SIGSTOP) from a dead one. The zero ProcID says nothing.
+// ProcID names the process that sent a Hello, on its host: information
+// for the peer (and an operator), which a receiver decides nothing by. The
+// zero ProcID says nothing.
 type ProcID struct {
 	PID   uint32   // its process id, in its pid namespace (non-zero)
 	Start uint64   // its start time, clock ticks after boot (/proc/PID/stat field 22)
