@@ -150,15 +150,20 @@ func (t *Transport) answerAgain(c *Conn, name string) {
 }
 
 // refreshAfter is how long a dial waits for any answer before it may
-// replace its endpoint (refreshDial): half its KeepAlive, and at least
-// three of the first resend intervals. Replacing an endpoint closes the
-// old one, which the listener's endpoint back to this worker may share
-// (UCX's tcp pairs them): a listener that is only slow to answer (a dial
-// flood, a loaded machine) would lose the conns it is making. So it comes
-// late, when an answer is overdue rather than merely slow.
+// replace its endpoint (refreshDial): three of the first resend
+// intervals, and half of its whole answer wait.
 func (c *Conn) refreshAfter() time.Duration {
-	return max(c.keepAlive/2, 3*connectRTO)
+	return max(answerWait(c.keepAlive)/2, 3*connectRTO)
 }
+
+// refreshLinger is how long an endpoint replaced by refreshDial stays open
+// before it is closed. The listener's endpoint back to this worker may
+// share its connection (UCX's tcp pairs them), and a listener that was only
+// slow to answer (a dial flood, a loaded machine) is still making conns
+// whose ACCEPTs come that way: closing the old endpoint at once lost them
+// (1,000 simultaneous dials with two busy loops beside them: 204 made, the
+// rest timed out).
+const refreshLinger = 5 * time.Second
 
 // resendConnect sends c's CONNECT to the listener name again, the n-th
 // time (from 0), if c still waits for its ACCEPT. With refresh, an
@@ -183,7 +188,7 @@ func (c *Conn) resendConnect(name string, n int, refresh bool) {
 // endpoint was ever answered (the peer's frames never bound one) and it
 // carries only dials: such an endpoint may be one that UCX paired with an
 // end the listener had closed, which loses what is sent through it. The
-// old endpoint is closed.
+// old endpoint is closed refreshLinger later.
 func (t *Transport) refreshDial(c *Conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -207,7 +212,7 @@ func (t *Transport) refreshDial(c *Conn) {
 		t.joinPeerLocked(q)
 		q.mu.Unlock()
 	}
-	go t.closeEP(old, false)
+	time.AfterFunc(refreshLinger, func() { t.closeEP(old, false) })
 }
 
 // onlyDialsLocked reports whether p's conns are all dials waiting for
