@@ -164,7 +164,6 @@ func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error)
 		noAnswer = timer.C
 	}
 	rto := connectRTO
-	start := time.Now()
 	resend := time.NewTimer(rto)
 	defer resend.Stop()
 	var giveUp error
@@ -182,7 +181,7 @@ func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error)
 			c.terminate(ErrTransportClosed, EndQuiet)
 			return nil, ErrTransportClosed
 		case <-resend.C:
-			c.resendConnect(e.Name, n, time.Since(start) >= c.refreshAfter())
+			c.resendConnect(e.Name, n)
 			rto = min(2*rto, maxConnectRTO)
 			resend.Reset(rto)
 		}

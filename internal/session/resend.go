@@ -149,13 +149,6 @@ func (t *Transport) answerAgain(c *Conn, name string) {
 	t.sendAccept(c, name)
 }
 
-// refreshAfter is how long a dial waits for any answer before it may
-// replace its endpoint (refreshDial): three of the first resend
-// intervals, and half of its whole answer wait.
-func (c *Conn) refreshAfter() time.Duration {
-	return max(answerWait(c.keepAlive)/2, 3*connectRTO)
-}
-
 // refreshLinger is how long an endpoint replaced by refreshDial stays open
 // before it is closed. The listener's endpoint back to this worker may
 // share its connection (UCX's tcp pairs them), and a listener that was only
@@ -166,17 +159,17 @@ func (c *Conn) refreshAfter() time.Duration {
 const refreshLinger = 5 * time.Second
 
 // resendConnect sends c's CONNECT to the listener name again, the n-th
-// time (from 0), if c still waits for its ACCEPT. With refresh, an
-// endpoint through which no conn was ever answered is replaced first
-// (refreshDial).
-func (c *Conn) resendConnect(name string, n int, refresh bool) {
+// time (from 0), if c still waits for its ACCEPT. From the second resend
+// on, an endpoint through which no conn was ever answered is replaced
+// first (refreshDial).
+func (c *Conn) resendConnect(name string, n int) {
 	c.mu.Lock()
 	waiting := c.state.Phase == PhaseDialing && c.remoteID == 0
 	c.mu.Unlock()
 	if !waiting {
 		return
 	}
-	if refresh {
+	if n >= 1 {
 		c.t.refreshDial(c)
 	}
 	c.t.logEvent(slog.LevelDebug, "ucxnet: CONNECT unanswered: sent again", "to", name, "conn", c.id, "time", n+1)
