@@ -153,6 +153,9 @@ func (l *Listener) AcceptStream() (*Conn, error) {
 	select {
 	case c := <-l.queue:
 		c.accepted()
+		if c.lane == nil {
+			l.t.sweepUCXFDs()
+		}
 		return c, nil
 	case <-l.done:
 		return nil, net.ErrClosed
