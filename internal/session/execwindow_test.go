@@ -4,6 +4,10 @@ package session
 
 import (
 	"context"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -90,6 +94,60 @@ func TestExecRightAfterDialAndAccept(t *testing.T) {
 		execWindowRounds, os.Getenv("UCX_TLS"), held, late)
 }
 
+// TestExecWindowDelays measures (with UCXNET_EXEC_WINDOW=measure; it is
+// slow) how many children exec'd 0 to 400 ms after a new transport's Dial
+// returned, its conn carrying an echoed byte, inherit a descriptor of UCX:
+// one that existed when the child was forked fails the test, as in
+// TestExecRightAfterDialAndAccept; the counts per delay are logged.
+func TestExecWindowDelays(t *testing.T) {
+	needUCX(t)
+	if os.Getenv("UCXNET_EXEC_WINDOW") != "measure" {
+		t.Skip("a measurement: runs with UCXNET_EXEC_WINDOW=measure")
+	}
+	reg, err := registry.NewDir(t.TempDir())
+	require.NoError(t, err)
+	lt, err := newUCXTransport(Config{Registry: reg, Lane: LaneUCX})
+	require.NoError(t, err)
+	defer lt.Close()
+	ln, err := (&ListenConfig{Transport: lt}).Listen(context.Background(), "execwin")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			s, err := ln.AcceptStream()
+			if err != nil {
+				return
+			}
+			go func() { c := wrap(s); io.Copy(c, c); c.Close() }()
+		}
+	}()
+	const rounds = 10
+	delays := []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
+		100 * time.Millisecond, 150 * time.Millisecond, 400 * time.Millisecond}
+	for _, d := range delays {
+		inherited := 0
+		for range rounds {
+			dt, err := newUCXTransport(Config{Registry: reg, Lane: LaneUCX})
+			require.NoError(t, err)
+			c, err := (&Dialer{Transport: dt, Timeout: 10 * time.Second}).Dial(Network, "execwin")
+			require.NoError(t, err)
+			_, err = c.Write([]byte("x"))
+			require.NoError(t, err)
+			_, err = io.ReadFull(c, make([]byte, 1))
+			require.NoError(t, err)
+			time.Sleep(d)
+			h, l := execAt().inherited(t)
+			require.Empty(t, h, "a child exec'd %v after Dial inherited what UCX had made by its fork", d)
+			if len(l) > 0 {
+				inherited++
+			}
+			c.Close()
+			require.NoError(t, dt.Close())
+		}
+		t.Logf("%s: children exec'd %v after Dial: %d of %d inherited a descriptor of UCX", os.Getenv("UCX_TLS"), d, inherited, rounds)
+	}
+}
+
 // execWindow is a child exec'd right after a call returned: the
 // inheritable descriptors this process had just before the fork, and the
 // child's.
@@ -152,4 +210,81 @@ func fdLinkOf(fd int) string {
 		return ""
 	}
 	return string(buf[:n])
+}
+
+// TestExecAfterStrayConnectInheritsNoUCXSocket: anyone who connects to the
+// tcp port UCX listens on gets a socket accepted by UCX's async thread,
+// without close-on-exec and without a word that ucxnet would see. The idle
+// ticks' sweep marks it (about once a second): a child exec'd after that
+// holds none of them. Without the idle sweep they stayed inheritable for
+// as long as the stranger's connection lived, and this waits out its 20 s
+// bound.
+func TestExecAfterStrayConnectInheritsNoUCXSocket(t *testing.T) {
+	needUCX(t)
+	if _, err := os.Stat("/proc/net/tcp"); err != nil {
+		t.Skip("needs /proc/net/tcp to find UCX's tcp port:", err)
+	}
+	if os.Getenv(EnvNoCloexec) == "1" {
+		t.Skip(EnvNoCloexec + "=1 turns the sweep off")
+	}
+	reg, err := registry.NewDir(t.TempDir())
+	require.NoError(t, err)
+	tr, err := newUCXTransport(Config{Registry: reg, Lane: LaneUCX})
+	require.NoError(t, err)
+	defer tr.Close()
+	ports := listeningTCP(t)
+	if len(ports) == 0 {
+		t.Skip("UCX listens on no tcp port (UCX_TLS without tcp)")
+	}
+	// Past the second of ticks that the worker's creation asked for, so
+	// that only the idle sweep is left to mark the stranger's sockets.
+	time.Sleep(1500 * time.Millisecond)
+	for _, ap := range ports {
+		c, err := net.Dial("tcp", ap.String())
+		require.NoError(t, err)
+		defer c.Close()
+	}
+	start := time.Now()
+	seen := len(inheritableFDs())
+	for end := start.Add(20 * time.Second); time.Now().Before(end) && len(inheritableFDs()) > 0; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("connected to %d ports; %d descriptors lacked close-on-exec right after, none after %v", len(ports), seen, time.Since(start))
+	w := execAt()
+	h, l := w.inherited(t)
+	require.Empty(t, append(h, l...), "the child inherited UCX's sockets")
+}
+
+// listeningTCP returns the IPv4 addresses this process's sockets listen on
+// (from /proc/net/tcp), as a stranger would connect to them.
+func listeningTCP(t *testing.T) []netip.AddrPort {
+	t.Helper()
+	inodes := make(map[string]bool)
+	for _, l := range fdLinksOf(os.Getpid()) {
+		if ino, ok := strings.CutPrefix(l, "socket:["); ok {
+			inodes[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	data, err := os.ReadFile("/proc/net/tcp")
+	require.NoError(t, err)
+	var out []netip.AddrPort
+	for _, line := range strings.Split(string(data), "\n") {
+		// sl local rem st queues timer retr uid timeout inode
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
+			continue
+		}
+		host, port, _ := strings.Cut(f[1], ":")
+		ip, err1 := hex.DecodeString(host)
+		p, err2 := strconv.ParseUint(port, 16, 16)
+		if err1 != nil || err2 != nil || len(ip) != 4 {
+			continue
+		}
+		addr := netip.AddrFrom4([4]byte{ip[3], ip[2], ip[1], ip[0]}) // host order
+		if addr.IsUnspecified() {
+			addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+		out = append(out, netip.AddrPortFrom(addr, uint16(p)))
+	}
+	return out
 }
