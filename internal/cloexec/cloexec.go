@@ -36,10 +36,16 @@ type Sweeper struct {
 
 // sweepSpacing is how many times a sweep's cost the next one waits (so
 // sweeps take at most 2% of a core); sweepWindow is how long after a
-// Request the Ticks sweep.
+// Request the Ticks sweep. Otherwise the Ticks sweep every sweepIdle, or
+// idleSpacing times a sweep's cost if that is longer (at most 0.2% of a
+// core), for the descriptors the library makes on its own: UCX's async
+// thread accepts every tcp connection made to its port, a ucxnet peer's
+// or a stranger's that never says a word.
 const (
 	sweepSpacing = 50
 	sweepWindow  = time.Second
+	sweepIdle    = time.Second
+	idleSpacing  = 500
 )
 
 // New returns a Sweeper; off (or a platform without sweeps) makes every
@@ -62,15 +68,37 @@ func (s *Sweeper) Request() {
 	}
 }
 
+// Sweep sweeps now, however recent the last sweep, unless one that
+// started after this call did (a caller waiting for another's sweep shares
+// it), and asks the Ticks of the next second to sweep too. On return no
+// descriptor that existed when Sweep was called lacks close-on-exec (of
+// the kinds the sweep marks). Call it before handing the application
+// something it may follow with an exec.
+func (s *Sweeper) Sweep() {
+	if s.off {
+		return
+	}
+	called := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.until = called.Add(sweepWindow)
+	if !s.last.After(called) {
+		s.sweepLocked(time.Now())
+	}
+}
+
 // Tick sweeps if a Request asked for it within the last second and the
-// last sweep is far enough back. Call it on a periodic wake-up.
+// last sweep is far enough back, or if none ran for a second (or 500 times
+// a sweep's cost). Call it on a periodic wake-up.
 func (s *Sweeper) Tick(now time.Time) {
 	if s.off {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now.Before(s.until) && now.Sub(s.last) >= s.cost*sweepSpacing {
+	since := now.Sub(s.last)
+	requested := now.Before(s.until) && since >= s.cost*sweepSpacing
+	if requested || since >= max(sweepIdle, s.cost*idleSpacing) {
 		s.sweepLocked(now)
 	}
 }

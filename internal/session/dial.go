@@ -135,7 +135,11 @@ func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, wh
 		c.terminate(err, EndQuiet)
 		return nil, withDetail(ErrRefused, "sending CONNECT: %v", err)
 	}
-	return c.awaitAnswer(ctx, e)
+	c, err := c.awaitAnswer(ctx, e)
+	if err == nil {
+		t.sweepUCXFDs()
+	}
+	return c, err
 }
 
 // answered returns what c's dial got, once its answer came.

@@ -162,6 +162,9 @@ func (l *Listener) AcceptStream(expired <-chan struct{}) (*Conn, error) {
 	select {
 	case c := <-l.queue:
 		c.accepted()
+		if c.lane == nil {
+			l.t.sweepUCXFDs()
+		}
 		return c, nil
 	case <-l.done:
 		return nil, net.ErrClosed

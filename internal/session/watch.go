@@ -19,11 +19,14 @@ import (
 // initialised.
 const EnvNoCloexec = "UCXNET_NO_CLOEXEC"
 
-// fdSweep marks UCX's descriptors close-on-exec: when a worker is created, after each endpoint is made (a
-// dial, a CONNECT) and when an ACCEPT arrives (UCX's async thread accepts
-// tcp connections on its own), before the dial or the Accept returns; and
-// at each engine tick for a second after, since UCX makes more sockets
-// while it wires the endpoint up.
+// fdSweep marks UCX's descriptors close-on-exec: when a worker is
+// created, after each endpoint is made (a dial, a CONNECT) and when an
+// ACCEPT arrives (UCX's async thread accepts tcp connections on its own),
+// then at each engine tick for a second after, since UCX makes more
+// sockets while it wires the endpoint up; at once, however recent the last
+// sweep, before Dial or Accept returns a conn over UCX (sweepUCXFDs); and
+// at a tick once a second otherwise, for the connections UCX accepts from
+// anyone who connects to its tcp port.
 var fdSweep = cloexec.New(os.Getenv(EnvNoCloexec) == "1")
 
 // markUCXFDs has UCX's new descriptors marked close-on-exec if t runs UCX:
@@ -32,6 +35,16 @@ var fdSweep = cloexec.New(os.Getenv(EnvNoCloexec) == "1")
 func (t *Transport) markUCXFDs() {
 	if isUCX(t.eng) {
 		fdSweep.Request()
+	}
+}
+
+// sweepUCXFDs marks close-on-exec, at once, every descriptor UCX has made
+// so far, if t runs UCX: Dial and Accept call it before they return a
+// conn over UCX, so that a child the application execs next inherits
+// none of the descriptors that existed then.
+func (t *Transport) sweepUCXFDs() {
+	if isUCX(t.eng) {
+		fdSweep.Sweep()
 	}
 }
 
