@@ -159,9 +159,11 @@ func (t *Transport) answerAgain(c *Conn, name string) {
 const refreshLinger = 5 * time.Second
 
 // resendConnect sends c's CONNECT to the listener name again, the n-th
-// time (from 0), if c still waits for its ACCEPT. From the second resend
-// on, an endpoint through which no conn was ever answered is replaced
-// first (refreshDial).
+// time (from 0), if c still waits for its ACCEPT. From the third resend
+// on (1.4 s without an answer), an endpoint through which no conn was ever
+// answered is replaced first (refreshDial): not sooner, since a listener
+// that is only slow to answer (a dial flood on a loaded machine) loses
+// ACCEPTs to a dialer that moved its dials meanwhile.
 func (c *Conn) resendConnect(name string, n int) {
 	c.mu.Lock()
 	waiting := c.state.Phase == PhaseDialing && c.remoteID == 0
@@ -169,7 +171,7 @@ func (c *Conn) resendConnect(name string, n int) {
 	if !waiting {
 		return
 	}
-	if n >= 1 {
+	if n >= 2 {
 		c.t.refreshDial(c)
 	}
 	c.t.logEvent(slog.LevelDebug, "ucxnet: CONNECT unanswered: sent again", "to", name, "conn", c.id, "time", n+1)
