@@ -30,10 +30,13 @@ const execWindowRounds = 8
 // timerfd instances). Each round starts a new dialing transport, as the
 // window is widest while a worker and its first endpoints wire up. The
 // child (ls) lists its descriptors; one that was a socket or an anon inode
-// in this process, lacking close-on-exec, when the call returned is a
-// failure. Descriptors UCX makes after the call returned (its async
-// thread, an endpoint wired up lazily) are counted and logged: no sweep
-// can reach those before a fork that races them.
+// in this process before the call began, and still lacked close-on-exec
+// when it returned, is a failure: the call's sweep had to mark it. The
+// two transports run in this process, so while one call returns the
+// other's UCX makes descriptors of its own (its async thread accepting
+// the other's tcp connection, its wireup): those, and any made after the
+// call began, are counted and logged, since no sweep in the call can be
+// sure to reach them before a fork that races them.
 func TestExecRightAfterDialAndAccept(t *testing.T) {
 	needUCX(t)
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
@@ -57,6 +60,7 @@ func TestExecRightAfterDialAndAccept(t *testing.T) {
 	var held, late int
 	for round := range execWindowRounds {
 		accepted := make(chan execWindow, 1)
+		acceptPre := fdLinksOf(os.Getpid())
 		go func() {
 			c, err := ln.AcceptStream(nil)
 			if err != nil {
@@ -64,14 +68,16 @@ func TestExecRightAfterDialAndAccept(t *testing.T) {
 				return
 			}
 			w := execAt()
-			w.conn = c
+			w.conn, w.pre = c, acceptPre
 			accepted <- w
 		}()
 		dt, err := newUCXTransport(Config{Registry: reg, Lane: LaneUCX})
 		require.NoError(t, err)
+		dialPre := fdLinksOf(os.Getpid())
 		c, err := (&Dialer{Transport: dt, Timeout: 10 * time.Second}).DialStream(context.Background(), "execwin")
 		require.NoError(t, err)
 		dw := execAt()
+		dw.pre = dialPre
 		aw := <-accepted
 		require.NoError(t, aw.err)
 		for _, w := range []struct {
@@ -81,7 +87,7 @@ func TestExecRightAfterDialAndAccept(t *testing.T) {
 			h, l := w.inherited(t)
 			held += len(h)
 			late += len(l)
-			require.Empty(t, h, "round %d: the child exec'd when %s returned inherited what UCX had made by then", round, w.side)
+			require.Empty(t, h, "round %d: the child exec'd when %s returned inherited what UCX had made before it began", round, w.side)
 			if len(l) > 0 {
 				t.Logf("round %d: the child exec'd when %s returned inherited %v, made after it returned", round, w.side, l)
 			}
@@ -153,6 +159,7 @@ func TestExecWindowDelays(t *testing.T) {
 // child's.
 type execWindow struct {
 	before map[int]string // this process's, lacking close-on-exec
+	pre    map[int]string // nil, or every descriptor of this process before the call began
 	cmd    *exec.Cmd
 	out    *strings.Builder
 	conn   *Conn
@@ -176,8 +183,8 @@ func execAt() execWindow {
 
 // inherited waits for w's child and returns the sockets and anon inodes it
 // holds above stderr: held, those this process had without close-on-exec
-// just before the fork, and late, the others (made after the call
-// returned).
+// just before the fork (and, with w.pre, before the call began), and
+// late, the others.
 func (w execWindow) inherited(t *testing.T) (held, late []string) {
 	t.Helper()
 	require.NoError(t, w.err)
@@ -193,7 +200,7 @@ func (w execWindow) inherited(t *testing.T) (held, late []string) {
 			continue
 		}
 		desc := strconv.Itoa(fd) + " (" + link + ")"
-		if w.before[fd] == link {
+		if w.before[fd] == link && (w.pre == nil || w.pre[fd] == link) {
 			held = append(held, desc)
 		} else {
 			late = append(late, desc)
