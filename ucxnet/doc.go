@@ -22,10 +22,12 @@
 //	client.Get("http://web/")
 //
 // UCX is configured by the usual UCX_* environment variables (UCX_TLS=tcp,
-// UCX_TLS=sm, ...). ucxnet changes four UCX defaults unless the
+// UCX_TLS=sm, ...). ucxnet changes five UCX defaults unless the
 // environment sets them: UCX_MM_ERROR_HANDLING=y (shared memory with peer
-// failure detection), UCX_KEEPALIVE_INTERVAL=1s, and the shared-memory and
-// TCP receive segment sizes (see EffectiveUCXDefaults). It also probes
+// failure detection), UCX_KEEPALIVE_INTERVAL=1s, UCX_TCP_CONN_NB=y (UCX
+// 1.13's tcp transport can abort on a blocking connect refused while it
+// reconnects), and the shared-memory and TCP receive segment sizes (see
+// EffectiveUCXDefaults). It also probes
 // silent peers itself (Config.KeepAlive).
 //
 // A conn's LocalAddr and RemoteAddr are "name:id" (see Addr), which

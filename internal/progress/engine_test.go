@@ -17,6 +17,7 @@ import (
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/engine/enginetest"
 	"github.com/ucxnet/ucxnet/internal/stream"
+	"github.com/ucxnet/ucxnet/internal/ucxconf"
 )
 
 // collector records the frames an engine receives; it holds every other
@@ -84,7 +85,13 @@ func send(e *Engine, ep engine.EP, hdr, data []byte) error {
 // t in a build without UCX.
 func newCollector(t testing.TB) *collector {
 	c := &collector{got: map[uint64][]byte{}, done: map[uint64]error{}, cond: make(chan struct{}, 1)}
-	e, err := Start(Config{Settings: []Setting{{Name: "KEEPALIVE_INTERVAL", Value: "1s"}, {Name: "MM_ERROR_HANDLING", Value: "y"}}, Spin: 20 * time.Microsecond}, c)
+	settings := []Setting{{Name: "KEEPALIVE_INTERVAL", Value: "1s"}, {Name: "MM_ERROR_HANDLING", Value: "y"}}
+	if tls, _ := ucxconf.EffectiveTLS(nil); ucxconf.TCPEnabled(tls) {
+		// As ucxnet's own defaults (ucxconf.ConnNB): blocking connects
+		// abort UCX 1.13 when a peer engine closes first.
+		settings = append(settings, Setting{Name: ucxconf.ModifyName(ucxconf.ConnNB, cucx.Version()), Value: "y"})
+	}
+	e, err := Start(Config{Settings: settings, Spin: 20 * time.Microsecond}, c)
 	if errors.Is(err, ErrUnsupported) {
 		t.Skipf("no UCX to drive in this build: %v", err)
 	}

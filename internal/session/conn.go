@@ -60,11 +60,14 @@ type Conn struct {
 	// then read-only, what it points to is under Transport.mu.
 	connect *connectOf
 
-	mu     sync.Mutex
-	state  State   // its phase and which halves are shut
-	in     Inbound // what arrived and is not read yet, and the receive window
-	rerr   error   // reset / failure, reported after buffered data
-	rwait  int     // readers waiting
+	mu    sync.Mutex
+	state State   // its phase and which halves are shut
+	in    Inbound // what arrived and is not read yet, and the receive window
+	rerr  error   // reset / failure, reported after buffered data
+	// lost: data that arrived was dropped unread (a reset, Transport.Close),
+	// so a FIN after it is no end of stream: Read returns rerr, not io.EOF.
+	lost   bool
+	rwait  int // readers waiting
 	rcond  chan struct{}
 	swin   stream.SendWindow
 	werr   error
@@ -218,7 +221,7 @@ func (c *Conn) Read(b []byte, dl Deadline) (int, error) {
 			}
 			return n, nil
 		}
-		if c.state.FinIn {
+		if c.state.FinIn && !c.lost {
 			// Everything the peer sent was read: a failure after its FIN
 			// (say, its process exiting) changes nothing for reads.
 			c.mu.Unlock()

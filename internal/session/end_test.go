@@ -1,11 +1,15 @@
 package session
 
 import (
+	"context"
 	"errors"
+	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ucxnet/ucxnet/internal/deadline"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -26,4 +30,29 @@ func TestEndPolicy(t *testing.T) {
 	require.Equal(t, refused, p.Err(dialing, reset))
 	require.Equal(t, reset, p.Err(open, reset))
 	require.Equal(t, reset, EndQuiet.Err(dialing, reset))
+}
+
+// Data that arrived before the peer's FIN and that Transport.Close drops
+// unread is lost, not an end of stream: Read reports the close, never
+// io.EOF, which would tell the application it had read everything.
+func TestMemCloseTransportAfterPeerFinNotEOF(t *testing.T) {
+	p := newMemPair(t, Config{})
+	c, err := p.dialer.DialStream(context.Background(), p.ln.Addr().String())
+	require.NoError(t, err)
+	s, err := p.ln.Accept()
+	require.NoError(t, err)
+	_, err = s.Write([]byte("unread"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.state.FinIn && c.in.Unread()
+	}, 10*time.Second, time.Millisecond, "the data and FIN never arrived")
+	require.NoError(t, p.client.Close())
+	rd := deadline.Make()
+	n, err := c.Read(make([]byte, 16), &rd)
+	require.Zero(t, n)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, io.EOF, "dropped data read as a clean end of stream")
 }

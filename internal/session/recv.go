@@ -14,6 +14,9 @@ import (
 // dropLocked releases all received data not yet read. c.mu is held.
 func (c *Conn) dropLocked() {
 	held(&c.mu, "dropLocked needs Conn.mu")
+	if c.in.Unread() {
+		c.lost = true
+	}
 	c.sh.eng.Release(c.in.Drop()...)
 }
 

@@ -29,6 +29,47 @@ var defaults = []Setting{
 	{Name: TCP.names[0], Value: strconv.Itoa(TCP.size)},
 	// Detect dead peers in about a second rather than 20 s.
 	{Name: "KEEPALIVE_INTERVAL", Value: "1s"},
+	// Non-blocking connects for UCX's tcp transport (see ConnNB).
+	{Name: ConnNB, Value: "y"},
+}
+
+// ConnNB is UCX's tcp setting for non-blocking connects (the environment's
+// UCX_TCP_CONN_NB). UCX 1.13's tcp transport connects again when a
+// connection it is still setting up is reset (uct_tcp_ep_handle_io_err);
+// with a blocking connect, the refusal of a peer that has gone fails the
+// endpoint inside that call and queues its destruction, and the
+// connection setup that called it then gives the endpoint its send side:
+// the queued destruction asserts (tcp_ep.c:478, "!(ep->flags &
+// UCT_TCP_EP_FLAG_CTX_TYPE_TX)") and aborts the process. A non-blocking
+// connect reports the refusal later, from the event loop, through the
+// endpoint's ordinary failure.
+const ConnNB = "CONN_NB"
+
+// ModifyName returns the name under which ucp_config_modify takes the
+// setting name in UCX release: a tcp setting's whole name (TCP_ prefixed)
+// from 1.18 on (see Segment.ModifyName).
+func ModifyName(name, release string) string {
+	if seg := segmentNamed(name); seg != nil {
+		return seg.ModifyName(release)
+	}
+	if name == ConnNB {
+		if maj, min, ok := MajorMinor(release); ok && (maj > 1 || min >= 18) {
+			return "TCP_" + name
+		}
+	}
+	return name
+}
+
+// envName returns the UCX_* environment variable (without UCX_) that sets
+// the setting name.
+func envName(name string) string {
+	if seg := segmentNamed(name); seg != nil {
+		return seg.envName
+	}
+	if name == ConnNB {
+		return "TCP_" + name
+	}
+	return name
 }
 
 // EffectiveTLS is the UCX_TLS in force, and whether it is set: user's
@@ -48,12 +89,12 @@ func Settings(user map[string]string, release string) []Setting {
 	var out []Setting
 	tls, _ := EffectiveTLS(user)
 	for _, s := range defaults {
-		if _, set := os.LookupEnv("UCX_" + s.Name); set {
+		if _, set := os.LookupEnv("UCX_" + envName(s.Name)); set {
 			continue
 		}
 		seg := segmentNamed(s.Name)
 		if (s.Name == "MM_ERROR_HANDLING" || seg == Shm) && !SharedMemoryEnabled(tls) ||
-			seg == TCP && !TCPEnabled(tls) {
+			(seg == TCP || s.Name == ConnNB) && !TCPEnabled(tls) {
 			continue // UCX warns about settings of components it did not load
 		}
 		if seg != nil && seg.userValue(user) != "" {
@@ -62,9 +103,10 @@ func Settings(user map[string]string, release string) []Setting {
 		if _, set := user[s.Name]; set {
 			continue
 		}
-		if seg != nil {
-			s.Name = seg.ModifyName(release)
+		if _, set := user["TCP_"+s.Name]; set && s.Name == ConnNB {
+			continue
 		}
+		s.Name = ModifyName(s.Name, release)
 		out = append(out, s)
 	}
 	keys := make([]string, 0, len(user))
@@ -73,11 +115,11 @@ func Settings(user map[string]string, release string) []Setting {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		name := k
-		if seg := segmentNamed(k); seg != nil {
-			// UCX ignores some segment names through ucp_config_modify
-			// (see Segment.ModifyName): pass the one it honours.
-			name = seg.ModifyName(release)
+		// UCX ignores some names through ucp_config_modify (see
+		// Segment.ModifyName): pass the one it honours.
+		name := ModifyName(k, release)
+		if k == "TCP_"+ConnNB {
+			name = ModifyName(ConnNB, release)
 		}
 		out = append(out, Setting{Name: name, Value: user[k]})
 	}
@@ -91,10 +133,10 @@ func EnvDefaults(release string) map[string]string {
 	m := map[string]string{}
 	for _, s := range Settings(nil, release) {
 		name := s.Name
-		if seg := segmentNamed(name); seg != nil {
-			name = seg.envName // the name UCX reads from the environment
+		if name == "TCP_"+ConnNB {
+			name = ConnNB
 		}
-		m["UCX_"+name] = s.Value
+		m["UCX_"+envName(name)] = s.Value // the name UCX reads from the environment
 	}
 	return m
 }

@@ -173,3 +173,38 @@ func TestLoopbackTCPClash(t *testing.T) {
 		}
 	}
 }
+
+// UCX's tcp transport gets non-blocking connects unless the user chose:
+// a blocking connect refused during a reconnect aborts UCX 1.13 (ConnNB).
+func TestConnNBDefault(t *testing.T) {
+	if _, set := os.LookupEnv("UCX_TCP_CONN_NB"); set {
+		t.Skip("UCX_TCP_CONN_NB is set in the environment; this test checks ucxnet's own choice")
+	}
+	for rel, name := range map[string]string{"1.13.1": "CONN_NB", "1.17.0": "CONN_NB", "1.18.1": "TCP_CONN_NB", "1.22.0": "TCP_CONN_NB"} {
+		v, ok := has(Settings(map[string]string{"TLS": "tcp"}, rel), name)
+		require.True(t, ok, rel)
+		require.Equal(t, "y", v, rel)
+		_, ok = has(Settings(map[string]string{"TLS": "sm"}, rel), name)
+		require.False(t, ok, "%s: no tcp setting without tcp", rel)
+		for _, user := range []string{"CONN_NB", "TCP_CONN_NB"} {
+			ss := Settings(map[string]string{"TLS": "tcp", user: "n"}, rel)
+			v, ok = has(ss, name)
+			require.True(t, ok, "%s %s", rel, user)
+			require.Equal(t, "n", v, "%s: the user's %s wins", rel, user)
+			require.Len(t, ss, len(Settings(map[string]string{"TLS": "tcp"}, rel)), "%s %s: once, in place of the default", rel, user)
+		}
+	}
+	t.Setenv("UCX_TCP_CONN_NB", "n")
+	_, ok := has(Settings(map[string]string{"TLS": "tcp"}, "1.13.1"), "CONN_NB")
+	require.False(t, ok, "the environment's UCX_TCP_CONN_NB wins")
+}
+
+func TestEnvDefaultsNamesConnNB(t *testing.T) {
+	if _, set := os.LookupEnv("UCX_TCP_CONN_NB"); set {
+		t.Skip("UCX_TCP_CONN_NB is set in the environment")
+	}
+	t.Setenv("UCX_TLS", "tcp")
+	for _, rel := range []string{"1.13.1", "1.18.1"} {
+		require.Equal(t, "y", EnvDefaults(rel)["UCX_TCP_CONN_NB"], rel)
+	}
+}
