@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -51,15 +50,16 @@ type Watcher struct {
 	fifos    []uint64 // addresses of this process's receive FIFOs
 	stuck    map[uint64]smStuck
 	repaired uint64 // slots published
-	// lastFailure is when a peer of this process last failed
-	// (UnixNano): a slot is repaired only within smFailureWindow of a
-	// peer failure, so that a sender that is merely slow or stopped (a
-	// debugger), which would later finish its write into the slot, is
-	// not overwritten while nothing says a sender died. rescan asks the
-	// next tick to list the FIFOs afresh (a failure may concern a FIFO
-	// mapped since the last scan).
-	lastFailure atomic.Int64
-	rescan      atomic.Bool
+	// lastFailure is when a peer of this process last failed: a slot is
+	// repaired only within smFailureWindow of a peer failure, so that a
+	// sender that is merely slow or stopped (a debugger), which would
+	// later finish its write into the slot, is not overwritten while
+	// nothing says a sender died. before holds each FIFO's head at that
+	// failure: only a slot claimed before it (index below it) can be the
+	// dead sender's; a slot claimed since is a live sender's, however
+	// long it stays unpublished.
+	lastFailure time.Time
+	before      map[uint64]uint64
 }
 
 // New returns the Watcher for a process that loaded UCX release (as
@@ -69,11 +69,39 @@ func New(release string) *Watcher {
 	return &Watcher{off: smFifoTuned() || !Verified(release), stuck: map[uint64]smStuck{}}
 }
 
-// NotePeerFailure records that a peer of this process failed now: slots
-// are repaired only within 10 s of one.
+// NotePeerFailure records that a peer of this process failed now: the
+// slots its FIFOs have handed out so far may be repaired within 10 s. It
+// reads the FIFOs at once (a dead sender claims no more slots; a live one
+// may claim the next at any moment).
 func (w *Watcher) NotePeerFailure(now time.Time) {
-	w.lastFailure.Store(now.UnixNano())
-	w.rescan.Store(true)
+	if w.off {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		w.off = true
+		return
+	}
+	defer mem.Close()
+	w.lastScan = now
+	w.fifos = smFindFIFOs(mem) // a failure may concern a FIFO mapped since the last scan
+	w.mark(mem, now)
+}
+
+// mark records a failure at now, with each FIFO's head. w.mu is held.
+func (w *Watcher) mark(mem *os.File, now time.Time) {
+	w.lastFailure = now
+	if w.before == nil {
+		w.before = map[uint64]uint64{}
+	}
+	clear(w.before)
+	for _, addr := range w.fifos {
+		if head, _, ok := smReadCtl(mem, addr); ok {
+			w.before[addr] = head
+		}
+	}
 }
 
 // smFifoTuned reports whether the environment changes UCX's FIFO geometry.
@@ -98,7 +126,7 @@ func (w *Watcher) Tick(now time.Time) {
 		return
 	}
 	w.lastTick = now
-	rescan := w.rescan.Swap(false) || now.Sub(w.lastScan) >= smRescanEvery
+	rescan := now.Sub(w.lastScan) >= smRescanEvery
 	if len(w.fifos) == 0 && !rescan {
 		return
 	}
@@ -137,7 +165,7 @@ func (w *Watcher) check(mem *os.File, addr uint64, now time.Time) {
 		switch {
 		case !seen || s.index != i:
 			w.stuck[addr] = smStuck{index: i, since: now}
-		case now.Sub(s.since) >= smStuckAfter && now.Sub(time.Unix(0, w.lastFailure.Load())) <= smFailureWindow:
+		case now.Sub(s.since) >= smStuckAfter && now.Sub(w.lastFailure) <= smFailureWindow && i < w.before[addr]:
 			if smPublish(mem, addr, i) {
 				w.repaired++
 			}

@@ -51,7 +51,8 @@ func TestRepairPublishesStuckSlot(t *testing.T) {
 	w.check(mem, addr, now.Add(smStuckAfter))
 	require.Zero(t, w.repaired, "no peer failed: a slow sender's slot is left alone")
 
-	w.NotePeerFailure(now)
+	w.fifos = []uint64{addr}
+	w.mark(mem, now)
 	w.check(mem, addr, now.Add(smStuckAfter))
 	require.EqualValues(t, 1, w.repaired)
 	el := seg[smElemOff(67):]
@@ -64,6 +65,32 @@ func TestRepairPublishesStuckSlot(t *testing.T) {
 
 	w.check(mem, addr, now.Add(2*smStuckAfter))
 	require.EqualValues(t, 1, w.repaired, "nothing more is stuck")
+}
+
+// Only a slot claimed before the failure mark can be the dead sender's: a
+// slot claimed since stays a live sender's, however long it takes to
+// publish it, until another failure is marked after its claim.
+func TestRepairOnlyBeforeFailureMark(t *testing.T) {
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		t.Skip("needs /proc/self/mem:", err)
+	}
+	defer mem.Close()
+	seg, addr := fakeFIFO(t, 66, 68)
+	w := &Watcher{stuck: map[uint64]smStuck{}, fifos: []uint64{addr}}
+	now := time.Now()
+	w.mark(mem, now)
+	binary.LittleEndian.PutUint64(seg[0:], 69) // a live sender claims slot 68 after the failure
+	w.check(mem, addr, now.Add(time.Millisecond))
+	w.check(mem, addr, now.Add(3*smStuckAfter))
+	require.Zero(t, w.repaired, "a slot claimed after the failure mark was published")
+	require.Zero(t, seg[smElemOff(68)])
+
+	w.mark(mem, now.Add(3*smStuckAfter)) // another peer fails, after the claim
+	w.check(mem, addr, now.Add(4*smStuckAfter))
+	require.EqualValues(t, 1, w.repaired)
+	require.Equal(t, byte(mmFlagInline|mmFlagOwner), seg[smElemOff(68)])
+	runtime.KeepAlive(seg)
 }
 
 // A control block that is not this process's FIFO, or not one at all, is
