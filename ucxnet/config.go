@@ -35,9 +35,9 @@ type Config struct {
 	// at least 1 KiB, at most 16 MiB.
 	EagerMax int
 	// Window is the per-conn receive window: how many bytes a peer may send
-	// that the application has not read yet. Default 4 MiB, at most
-	// 256 MiB. Until Accept takes an accepted conn, it advertises at most
-	// 256 KiB.
+	// that the application has not read yet. Default 4 MiB, at least
+	// 4 KiB, at most 256 MiB. Until Accept takes an accepted conn, it
+	// advertises at most 256 KiB.
 	Window int
 	// Backlog bounds the conns a listener holds before Accept takes them;
 	// dials beyond it are refused. Default 512.

@@ -116,6 +116,12 @@ type Stats struct {
 	// second per Transport). Their dials fail after twice KeepAlive.
 	// docs/RELIABILITY.md describes the flood this bounds.
 	ConnectsDropped uint64 `json:"connects_dropped"`
+	// PeersFlooded counts the peers failed for sending more frames that
+	// carry no stream data (PINGs, WINDOWs granting under 1 KiB,
+	// duplicates, malformed frames, frames for conns that are not
+	// theirs) than their budget allows: 16,384 at once, 4,096 a second.
+	// Their endpoints are closed and their CONNECTs dropped for a minute.
+	PeersFlooded uint64 `json:"peers_flooded"`
 }
 
 // LaneStats are a Transport's kernel-TCP lane counters: the conns on the

@@ -127,6 +127,7 @@ var metrics = []metric{
 	counter("auth_failures_total", "Handshakes refused for a wrong or missing pre-shared key.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.AuthFailures }),
 	counter("stalled_peers_total", "Endpoints force-closed because the peer stopped draining a zero-copy send.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.StalledPeers }),
 	counter("idle_peers_closed_total", "Endpoints closed because no conn used them.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.IdlePeersClosed }),
+	counter("peers_flooded_total", "Peers failed for flooding frames that carry no stream data.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.PeersFlooded }),
 	counter("connects_dropped_total", "CONNECTs dropped unanswered, over the budget for endpoints made from CONNECTs.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.ConnectsDropped }),
 	counter("keepalive_pings_total", "Keepalive probes sent.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.PingsSent }),
 	counter("keepalive_kernel_total", "Times a peer silent past the keepalive was kept because the kernel channel says its process lives on this host.", func(s *ucxnet.Snapshot) uint64 { return s.Stats.KeepAliveKernel }),

@@ -283,7 +283,7 @@ var statSeries = map[string]string{
 	"StalledPeers": "ucxnet_stalled_peers_total", "PingsSent": "ucxnet_keepalive_pings_total",
 	"KeepAliveFailures": "ucxnet_keepalive_failures_total", "KeepAliveKernel": "ucxnet_keepalive_kernel_total", "PeersExited": "ucxnet_peers_exited_total",
 	"IdlePeersClosed": "ucxnet_idle_peers_closed_total", "QueuedWrites": "ucxnet_queued_writes_total",
-	"ConnectsDropped": "ucxnet_connects_dropped_total",
+	"ConnectsDropped": "ucxnet_connects_dropped_total", "PeersFlooded": "ucxnet_peers_flooded_total",
 	// LaneStats
 	"Garbage": "ucxnet_tcp_lane_rejected_total", "Oversized": "ucxnet_tcp_lane_rejected_total",
 	"Timeouts": "ucxnet_tcp_lane_rejected_total", "OverCap": "ucxnet_tcp_lane_rejected_total",

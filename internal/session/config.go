@@ -91,6 +91,10 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Window > stream.MaxWindow {
 		cfg.Window = stream.MaxWindow
 	}
+	// A window's updates grant at least a quarter of it: with 4 KiB, at
+	// least 1 KiB, which the peer's ingress budget does not count
+	// (ingress.go).
+	cfg.Window = max(cfg.Window, minWindow)
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = DefaultBacklog
 	}

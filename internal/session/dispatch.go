@@ -161,6 +161,7 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 	h, err := stream.DecodeHeader(ev.Header())
 	if err != nil {
 		t.badFrame()
+		t.chargeFrom(s, ev.From, now)
 		return
 	}
 	if ev.DataLen != len(ev.Data) {
@@ -171,6 +172,7 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 	}
 	if err != nil {
 		t.badFrame()
+		t.chargeFrom(s, ev.From, now)
 		if h.ConnID != 0 && h.Kind != stream.KindConnect {
 			if c := t.lookup(h.ConnID); c != nil && t.ownFrame(c, s, ev.From) {
 				t.protocolReset(c)
@@ -191,8 +193,11 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 	if c == nil {
 		return
 	}
-	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply == 0 && c.peer != nil && !c.peer.allowPong(now) {
-		return // over the peer's PING budget: not answered
+	if h.Kind == stream.KindPing {
+		t.charge(c.peer, now)
+		if h.Flags&stream.FlagReply == 0 && c.peer != nil && !c.peer.allowPong(now) {
+			return // over the peer's PING budget: not answered
+		}
 	}
 	switch h.Kind {
 	case stream.KindAccept, stream.KindRefuse:
@@ -278,6 +283,7 @@ func (t *Transport) strayFrame(s *shard, h stream.Header, ev *engine.Event, now 
 	if p == nil {
 		return
 	}
+	t.charge(p, now)
 	p.lastRecv.Store(now)
 	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply != 0 {
 		p.notePong(time.Unix(0, now))

@@ -115,6 +115,10 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		t.badFrame()
 		return
 	}
+	if t.flooded.has(hello.WorkerAddr, time.Now()) {
+		t.stats.connectsDropped.Add(1) // failed for flooding us a moment ago
+		return
+	}
 	if checkPeerLimits(hello) != nil {
 		t.badFrame()
 		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseBadHello)

@@ -35,10 +35,14 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 		c.handleStream(h, ev)
 	case stream.KindWindow:
 		c.mu.Lock()
+		small := h.Aux < c.swin.Limit()+ingressSmallGrant
 		if c.swin.Update(h.Aux) {
 			broadcast(&c.wcond, c.wwait)
 		}
 		c.mu.Unlock()
+		if small {
+			c.t.charge(c.peer, time.Now().UnixNano())
+		}
 	case stream.KindRst:
 		c.t.stats.resetsRecv.Add(1)
 		c.terminate(withDetail(ErrReset, "peer sent RST (%v)", stream.RstCode(h.Aux)), EndQuiet)
@@ -78,6 +82,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	if err == stream.ErrDuplicate {
 		c.mu.Unlock()
 		c.t.stats.duplicates.Add(1)
+		c.t.charge(c.peer, time.Now().UnixNano())
 		return
 	}
 	if err != nil {

@@ -13,7 +13,7 @@ type counters struct {
 	authFailures, stalledPeers                     atomic.Uint64
 	foreignFrames, pingsSent, keepAliveFailures    atomic.Uint64
 	idleClosed, queuedWrites, connectsDropped      atomic.Uint64
-	keepAliveKernel, peersExited                   atomic.Uint64
+	keepAliveKernel, peersExited, peersFlooded     atomic.Uint64
 }
 
 // Stats are a Transport's counters. Its fields mean what ucxnet.Stats's
@@ -48,6 +48,7 @@ type Stats struct {
 	IdlePeersClosed   uint64 `json:"idle_peers_closed"`
 	QueuedWrites      uint64 `json:"queued_writes"`
 	ConnectsDropped   uint64 `json:"connects_dropped"`
+	PeersFlooded      uint64 `json:"peers_flooded"`
 }
 
 // Stats returns the transport's counters.
@@ -73,5 +74,6 @@ func (t *Transport) Stats() Stats {
 		KeepAliveFailures: s.keepAliveFailures.Load(), KeepAliveKernel: s.keepAliveKernel.Load(), PeersExited: s.peersExited.Load(),
 		IdlePeersClosed: s.idleClosed.Load(),
 		QueuedWrites:    s.queuedWrites.Load(), ConnectsDropped: s.connectsDropped.Load(),
+		PeersFlooded: s.peersFlooded.Load(),
 	}
 }

@@ -56,6 +56,7 @@ type Transport struct {
 	closed    bool
 	closing   chan struct{}
 	admit     admission // endpoints made from CONNECTs' addresses (admit.go)
+	flooded   floodList // peers failed for flooding, whose CONNECTs are dropped (ingress.go)
 
 	outBufs BufPool // recycled open-frame buffers (coalesce.go)
 

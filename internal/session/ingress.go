@@ -1,0 +1,89 @@
+package session
+
+// The ingress budget: a peer's frames that carry no stream data are
+// counted against a token bucket, and a peer that keeps sending them past
+// it is failed, its endpoint closed and its CONNECTs dropped for a while.
+// Every frame costs the worker a receive and a dispatch whether it is
+// answered or not, so an unbounded flood of them from one peer slowed
+// every conn of the worker about 1,000 times.
+
+import (
+	"sync"
+	"time"
+)
+
+// A peer's budget for frames that carry no stream data: PINGs and their
+// answers, WINDOWs that grant less than ingressSmallGrant, duplicates,
+// malformed frames and frames for conns that are not the peer's. An
+// honest peer sends about one PING per keepalive sweep and a WINDOW per
+// quarter of its window read (Config.Window is at least 4 KiB), and
+// nothing else of the kind.
+const (
+	ingressBurst      = 16384
+	ingressRate       = 4096
+	ingressSmallGrant = 1 << 10
+	floodedFor        = time.Minute // how long a flooded peer's CONNECTs are dropped
+	floodedMax        = 1024        // flooded worker addresses remembered
+	minWindow         = 4 * ingressSmallGrant
+)
+
+// charge takes one frame that carries no stream data from p's ingress
+// budget at now (UnixNano); a peer past its budget is failed. Engine
+// goroutine.
+func (t *Transport) charge(p *peer, now int64) {
+	if p == nil {
+		return
+	}
+	p.sh.owner.check()
+	if p.ingress.Take(time.Unix(0, now), ingressBurst, ingressRate) || !p.flooding.CompareAndSwap(false, true) {
+		return
+	}
+	t.stats.peersFlooded.Add(1)
+	t.flooded.add(p.addr, time.Unix(0, now))
+	t.failPeer(p, "it flooded frames that carry no data (more than 16,384 at once, 4,096 a second)")
+}
+
+// chargeFrom charges the peer whose endpoint from is, if there is one.
+func (t *Transport) chargeFrom(s *shard, from uintptr, now int64) {
+	t.mu.RLock()
+	p := s.peersByFrom[from]
+	t.mu.RUnlock()
+	t.charge(p, now)
+}
+
+// floodList remembers the worker addresses of peers failed for flooding,
+// for floodedFor each, at most floodedMax (the oldest forgotten first).
+type floodList struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+func (f *floodList) add(addr string, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.until == nil {
+		f.until = make(map[string]time.Time)
+	}
+	if len(f.until) >= floodedMax {
+		oldest, at := "", time.Time{}
+		for a, u := range f.until {
+			if oldest == "" || u.Before(at) {
+				oldest, at = a, u
+			}
+		}
+		delete(f.until, oldest)
+	}
+	f.until[addr] = now.Add(floodedFor)
+}
+
+// has reports whether addr flooded us less than floodedFor ago.
+func (f *floodList) has(addr []byte, now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.until[string(addr)]
+	if ok && !now.Before(u) {
+		delete(f.until, string(addr))
+		return false
+	}
+	return ok
+}
