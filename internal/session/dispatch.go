@@ -183,6 +183,10 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 	}
 	t.stats.bytesIn.Add(uint64(len(ev.Data)))
 	if h.Kind == stream.KindConnect {
+		if ev.From != 0 && t.flooded.hasFrom(ev.From, time.Unix(0, now)) {
+			t.stats.connectsDropped.Add(1) // from a sender found flooding CONNECTs
+			return
+		}
 		t.handleConnect(s, ev.Data, ev.From)
 		return
 	}

@@ -99,8 +99,10 @@ package session
 //	chans.mu (the kernel channels' links and dials, kchan.go),
 //	goneQueue.mu (a shard's peers whose process exited, and its pass
 //	count), tcpSide.mu (a listener's kernel-TCP side: failed key proofs
-//	per source, Buckets), the face's Deadline's (its Wait, called under
-//	Conn.mu).
+//	per source, Buckets), floodList.mu (worker addresses and endpoints
+//	found flooding, ingress.go), handshakeBudget.mu (hsbudget.go),
+//	peer.ingressMu (its ingress Bucket), the face's Deadline's (its Wait,
+//	called under Conn.mu).
 //
 // Owned by a shard's engine goroutine (its HandleEvents and Ticks), read
 // and written there alone: Conn.from, learnFrom, early (an Early);

@@ -137,15 +137,15 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		}
 		return
 	}
-	if l.psk != nil && len(hello.Nonce) != auth.ChallengeLen {
-		t.authFailed()
-		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
+	if l.psk != nil && !t.keyedAdmit(at, hello, from) {
 		return
 	}
 	c := t.acceptedConn(l, hello, t.acceptShard(at, &hello))
 	if err := t.attach(hello.WorkerAddr, c, false, at, from); err != nil {
 		t.stats.refused.Add(1)
-		if err != errTooManyPeers {
+		if err == errTooManyPeers {
+			t.admissionDropped(from)
+		} else {
 			t.badFrame() // an address UCX could not take
 			logUnusableAddress(hello.UCX, err)
 		}
@@ -182,6 +182,39 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		t.stats.accepts.Add(1)
 	}
 	t.sendAccept(c, hello.Name)
+}
+
+// keyedAdmit decides, for a CONNECT to a keyed listener, whether to spend
+// a conn and a key exchange on it: it must carry a challenge (else it is
+// refused), and fit the budget for unproven handshakes (else it gets no
+// answer; a sender that keeps on past the budget is failed as a flooder).
+func (t *Transport) keyedAdmit(at *shard, hello stream.Hello, from uintptr) bool {
+	if len(hello.Nonce) != auth.ChallengeLen {
+		t.authFailed()
+		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
+		return false
+	}
+	now := time.Now()
+	ok, flood := t.hsBudget.allow(from, now)
+	if !ok {
+		t.stats.connectsDropped.Add(1)
+		if flood {
+			t.floodedFrom(at, from, now.UnixNano())
+		}
+	}
+	return ok
+}
+
+// admissionDropped notes a CONNECT from the endpoint from that the
+// admission of endpoints dropped (admit.go). An endpoint that keeps
+// naming addresses it drops (forged ones) has its CONNECTs dropped
+// undecoded for a while; no peer is failed: the one it made is not its
+// own endpoint, and another would be made from its next address.
+func (t *Transport) admissionDropped(from uintptr) {
+	if now := time.Now(); from != 0 && t.hsBudget.dropped(from, now) {
+		t.stats.peersFlooded.Add(1)
+		t.flooded.addFrom(from, now)
+	}
 }
 
 // acceptedConn makes the listener side of the conn that hello, a CONNECT's,
@@ -428,7 +461,9 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		return
 	}
 	c.state.Phase = PhaseOpen
+	from := c.from
 	c.mu.Unlock()
+	c.t.hsBudget.proved(from)
 	c.t.mu.Lock()
 	c.t.noteFromLocked(c.peer, c)
 	c.t.mu.Unlock()

@@ -14,7 +14,9 @@ import (
 
 // A peer's budget for frames that carry no stream data: PINGs and their
 // answers, WINDOWs that grant less than ingressSmallGrant, duplicates,
-// malformed frames and frames for conns that are not the peer's. An
+// malformed frames and frames for conns that are not the peer's. (A
+// sender that keeps sending CONNECTs to keyed listeners past the budget
+// for unproven handshakes is failed too: hsbudget.go.) An
 // honest peer sends about one PING per keepalive sweep and a WINDOW per
 // quarter of its window read (Config.Window is at least 4 KiB), and
 // nothing else of the kind.
@@ -24,18 +26,31 @@ const (
 	ingressSmallGrant = 1 << 10
 	floodedFor        = time.Minute // how long a flooded peer's CONNECTs are dropped
 	floodedMax        = 1024        // flooded worker addresses remembered
-	minWindow         = 4 * ingressSmallGrant
+	// fromBlockedFor is how long CONNECTs from an endpoint that kept
+	// naming addresses the admission dropped (admit.go) are dropped
+	// undecoded. Short: an endpoint's From may be reused once UCX
+	// destroys it, and a newcomer there must not wait long.
+	fromBlockedFor = 10 * time.Second
+	minWindow      = 4 * ingressSmallGrant
 )
 
 // charge takes one frame that carries no stream data from p's ingress
-// budget at now (UnixNano); a peer past its budget is failed. Engine
-// goroutine.
+// budget at now (UnixNano); a peer past its budget is failed.
 func (t *Transport) charge(p *peer, now int64) {
 	if p == nil {
 		return
 	}
-	p.sh.owner.check()
-	if p.ingress.Take(time.Unix(0, now), ingressBurst, ingressRate) || !p.flooding.CompareAndSwap(false, true) {
+	p.ingressMu.Lock()
+	ok := p.ingress.Take(time.Unix(0, now), ingressBurst, ingressRate)
+	p.ingressMu.Unlock()
+	if !ok {
+		t.floodedPeer(p, now)
+	}
+}
+
+// floodedPeer fails p, found flooding us at now (UnixNano), once.
+func (t *Transport) floodedPeer(p *peer, now int64) {
+	if !p.flooding.CompareAndSwap(false, true) {
 		return
 	}
 	t.stats.peersFlooded.Add(1)
@@ -51,11 +66,57 @@ func (t *Transport) chargeFrom(s *shard, from uintptr, now int64) {
 	t.charge(p, now)
 }
 
+// floodedFrom fails the peer whose endpoint from is, or else the one a
+// CONNECT from it made, if there is one.
+func (t *Transport) floodedFrom(s *shard, from uintptr, now int64) {
+	t.mu.RLock()
+	p := s.peersByFrom[from]
+	if p == nil && from != 0 {
+		p = s.madeBy[from]
+	}
+	t.mu.RUnlock()
+	if p != nil {
+		t.floodedPeer(p, now)
+	}
+}
+
 // floodList remembers the worker addresses of peers failed for flooding,
 // for floodedFor each, at most floodedMax (the oldest forgotten first).
 type floodList struct {
 	mu    sync.Mutex
 	until map[string]time.Time
+	// froms are the endpoints (Event.From) that flooded us with CONNECTs
+	// the admission dropped: their CONNECTs are dropped before they are
+	// decoded, for fromBlockedFor.
+	froms map[uintptr]time.Time
+}
+
+func (f *floodList) addFrom(from uintptr, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.froms == nil {
+		f.froms = make(map[uintptr]time.Time)
+	}
+	if len(f.froms) >= floodedMax {
+		for k := range f.froms { // any: the map's order is random
+			delete(f.froms, k)
+			break
+		}
+	}
+	f.froms[from] = now.Add(fromBlockedFor)
+}
+
+// hasFrom reports whether the endpoint from flooded us with CONNECTs less
+// than fromBlockedFor ago.
+func (f *floodList) hasFrom(from uintptr, now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.froms[from]
+	if ok && !now.Before(u) {
+		delete(f.froms, from)
+		return false
+	}
+	return ok
 }
 
 func (f *floodList) add(addr string, now time.Time) {

@@ -66,10 +66,11 @@ type peer struct {
 	pongs        Bucket
 	pingsDropped atomic.Uint64
 	// ingress is the budget for frames that carry no stream data
-	// (ingress.go; engine goroutine only); flooding is set once it ran
-	// out and the peer is being failed.
-	ingress  Bucket
-	flooding atomic.Bool
+	// (ingress.go), under ingressMu; flooding is set once it ran out and
+	// the peer is being failed.
+	ingressMu sync.Mutex
+	ingress   Bucket
+	flooding  atomic.Bool
 
 	// madeBy is the From of the CONNECT whose address made this peer (0:
 	// a dial made it, or a CONNECT whose sender was not known), and

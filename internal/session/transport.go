@@ -55,8 +55,9 @@ type Transport struct {
 	listeners map[string]*Listener
 	closed    bool
 	closing   chan struct{}
-	admit     admission // endpoints made from CONNECTs' addresses (admit.go)
-	flooded   floodList // peers failed for flooding, whose CONNECTs are dropped (ingress.go)
+	admit     admission       // endpoints made from CONNECTs' addresses (admit.go)
+	flooded   floodList       // peers failed for flooding, whose CONNECTs are dropped (ingress.go)
+	hsBudget  handshakeBudget // CONNECTs to keyed listeners before any proof (hsbudget.go)
 
 	outBufs BufPool // recycled open-frame buffers (coalesce.go)
 

@@ -5,10 +5,11 @@ import "slices"
 // Unproven holds a listener's streams that wait for their dialer's
 // pre-shared-key proof, oldest first, apart from the accept backlog, so
 // that unproven dials cannot take the places of proven ones. It bounds
-// them per dialing peer and in all: when a bound is full, Add evicts the
-// oldest (of that peer, or of all), which the caller drops; an honest
-// dialer proves within a round trip. T is the stream, P what identifies
-// its peer. The listener's lock guards it.
+// them per dialing peer and in all: when a peer's bound is full, Add
+// evicts that peer's oldest, and when the bound of all is, the oldest of
+// the peer holding the most; the caller drops it. An honest dialer
+// proves within a round trip. T is the stream, P what identifies its
+// peer. The listener's lock guards it.
 type Unproven[T, P comparable] struct {
 	entries []unprovenEntry[T, P]
 }
@@ -33,7 +34,7 @@ func (u *Unproven[T, P]) Add(item T, peer P, perPeer, max int) (evict T, evicted
 	switch {
 	case n >= perPeer:
 	case len(u.entries) >= max:
-		oldest = 0
+		oldest = u.busiest()
 	default:
 		oldest = -1
 	}
@@ -43,6 +44,24 @@ func (u *Unproven[T, P]) Add(item T, peer P, perPeer, max int) (evict T, evicted
 	}
 	u.entries = append(u.entries, unprovenEntry[T, P]{item, peer})
 	return evict, evicted
+}
+
+// busiest returns the index of the oldest entry of the peer with the most
+// entries (the oldest such peer's, on a tie): a full list makes room at
+// the expense of whoever holds the most, not of the oldest entry, which
+// may be an honest dialer's one handshake among a flooder's many.
+func (u *Unproven[T, P]) busiest() int {
+	count := make(map[P]int, len(u.entries))
+	for _, e := range u.entries {
+		count[e.peer]++
+	}
+	best := 0
+	for i, e := range u.entries {
+		if count[e.peer] > count[u.entries[best].peer] {
+			best = i
+		}
+	}
+	return best
 }
 
 // Remove forgets item (proven, or failed).

@@ -1,7 +1,9 @@
 package session
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -31,4 +33,68 @@ func TestUnproven(t *testing.T) {
 	_, evicted = u.Add(4, "a", 3, 5)
 	require.False(t, evicted, "a has 1 left (3), b 2, c 1: room for 1")
 	require.Equal(t, 5, u.Len())
+}
+
+// When all places are taken, the peer holding the most pays, not the
+// oldest entry: an honest dialer's one handshake outlives a flood of
+// unproven ones from many workers.
+func TestUnprovenFairEviction(t *testing.T) {
+	var u Unproven[int, string]
+	u.Add(0, "honest", 8, 9)
+	for i := 1; i < 9; i++ {
+		u.Add(i, fmt.Sprintf("flooder-%d", i%4), 8, 9)
+	}
+	for i := 9; i < 100; i++ {
+		evict, evicted := u.Add(i, fmt.Sprintf("flooder-%d", i%4), 8, 9)
+		require.True(t, evicted)
+		require.NotZero(t, evict, "the honest dialer's handshake was evicted")
+	}
+	require.Equal(t, 9, u.Len())
+}
+
+// The budget for unproven handshakes: a share per sending endpoint, one
+// for all, and a share of its own for an endpoint that proved.
+func TestHandshakeBudget(t *testing.T) {
+	var h handshakeBudget
+	now := time.Now()
+	n := 0
+	for range 100 {
+		if ok, _ := h.allow(1, now); ok {
+			n++
+		}
+	}
+	require.Equal(t, senderBurst, n, "one endpoint's share")
+	ok, _ := h.allow(1, now.Add(time.Second/senderRate))
+	require.True(t, ok, "refilled at senderRate")
+	h = handshakeBudget{}
+	n = 0
+	for from := uintptr(100); from < 1100; from++ {
+		if ok, _ := h.allow(from, now); ok {
+			n++
+		}
+	}
+	require.Equal(t, unprovenBurst, n, "the share of all endpoints that never proved")
+	ok, _ = h.allow(2000, now)
+	require.False(t, ok, "the shared budget is spent")
+	h.proved(3)
+	n = 0
+	for range 100 {
+		if ok, _ := h.allow(3, now); ok {
+			n++
+		}
+	}
+	require.Equal(t, provenBurst, n, "a proven endpoint dials from its own share while the shared one is spent")
+	for from := uintptr(10000); from < 10000+2*maxHandshakeSenders; from++ {
+		h.allow(from, now)
+	}
+	require.LessOrEqual(t, len(h.senders), maxHandshakeSenders)
+	require.True(t, h.senders[3] != nil && h.senders[3].proven, "proven endpoints are kept while most are not")
+	h = handshakeBudget{}
+	flood := 0
+	for range senderBurst + overBurst + 10 {
+		if _, f := h.allow(4, now); f {
+			flood++
+		}
+	}
+	require.Equal(t, 10, flood, "a sender past its budget and overBurst more is flooding")
 }
