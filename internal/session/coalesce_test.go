@@ -273,15 +273,34 @@ func TestMemContendedQueueDrains(t *testing.T) {
 	p := newMemPair(t, Config{})
 	const conns, writes = 8, 500
 	before := p.client.Stats().QueuedWrites
+	type pair struct{ c, s net.Conn }
+	pairs := make([]pair, conns)
+	for i := range pairs {
+		c, s := p.conns(t)
+		defer c.Close()
+		defer s.Close()
+		pairs[i] = pair{c, s}
+	}
 	// A third party takes the worker again and again and holds it for
 	// half a millisecond, a long time next to a small write, so that
-	// writers find it held and queue on every machine. (It must not ask
-	// the Transport anything while it holds the worker: the Transport's
-	// lock comes before the worker's.)
+	// writers find it held and queue; its first hold lasts until every
+	// writer has started and one has queued, however the machine
+	// schedules them. (It must not ask the Transport anything while it
+	// holds the worker: the Transport's lock comes before the worker's.)
 	stop := make(chan struct{})
 	holder := make(chan struct{})
+	held, started := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(holder)
+		w := p.cEng.Acquire(true)
+		close(held)
+		<-started
+		// Until a writer found it held (the counter is an atomic: no
+		// Transport lock), or a while.
+		for deadline := time.Now().Add(5 * time.Second); p.client.stats.queuedWrites.Load() == before && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		w.GiveBack()
 		for {
 			select {
 			case <-stop:
@@ -294,16 +313,17 @@ func TestMemContendedQueueDrains(t *testing.T) {
 			runtime.Gosched()
 		}
 	}()
-	var wg sync.WaitGroup
+	<-held
+	var wg, writing sync.WaitGroup
+	writing.Add(conns)
 	errs := make(chan error, 2*conns)
 	for i := range conns {
-		c, s := p.conns(t)
-		defer c.Close()
-		defer s.Close()
+		c, s := pairs[i].c, pairs[i].s
 		msg := func(j int) []byte { return []byte{byte(i), byte(j), byte(j >> 8), 0xa5, 0x5a, byte(i + j)} }
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
+			writing.Done()
 			for j := range writes {
 				if _, err := c.Write(msg(j)); err != nil {
 					errs <- err
@@ -327,6 +347,8 @@ func TestMemContendedQueueDrains(t *testing.T) {
 			}
 		}()
 	}
+	writing.Wait()
+	close(started)
 	wg.Wait()
 	close(stop)
 	<-holder
