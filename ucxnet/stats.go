@@ -118,9 +118,11 @@ type Stats struct {
 	ConnectsDropped uint64 `json:"connects_dropped"`
 	// PeersFlooded counts the peers failed for sending more frames that
 	// carry no stream data (PINGs, WINDOWs granting under 1 KiB,
-	// duplicates, malformed frames, frames for conns that are not
-	// theirs) than their budget allows: 16,384 at once, 4,096 a second.
-	// Their endpoints are closed and their CONNECTs dropped for a minute.
+	// duplicates, malformed frames, frames other than data for conns
+	// that are not theirs) than their budget allows: 16,384 at once,
+	// 4,096 a second; their endpoints are closed and their CONNECTs
+	// dropped for a minute. It also counts endpoints whose CONNECTs are
+	// dropped undecoded for flooding the listener with them.
 	PeersFlooded uint64 `json:"peers_flooded"`
 }
 

@@ -30,6 +30,10 @@ type authState struct {
 	name    string          // the listener name
 	ln      *Listener       // the accepting listener (listener's side)
 	proving bool            // dialer: AUTH sent, waiting for the listener's confirmation
+	// connectFrom is the endpoint the CONNECT came from (listener's
+	// side): once the dialer proves, its later CONNECTs there draw on a
+	// proven share (hsbudget.go). Set before the conn is shared.
+	connectFrom uintptr
 }
 
 // newDialAuth returns a dialer's authentication state for the listener

@@ -287,7 +287,11 @@ func (t *Transport) strayFrame(s *shard, h stream.Header, ev *engine.Event, now 
 	if p == nil {
 		return
 	}
-	t.charge(p, now)
+	if h.Kind != stream.KindData && h.Kind != stream.KindFin {
+		// Data still in flight to a conn that just closed is no flood:
+		// with small frames and a large window it can be many frames.
+		t.charge(p, now)
+	}
 	p.lastRecv.Store(now)
 	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply != 0 {
 		p.notePong(time.Unix(0, now))

@@ -141,6 +141,9 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		return
 	}
 	c := t.acceptedConn(l, hello, t.acceptShard(at, &hello))
+	if c.auth != nil {
+		c.auth.connectFrom = from
+	}
 	if err := t.attach(hello.WorkerAddr, c, false, at, from); err != nil {
 		t.stats.refused.Add(1)
 		if err == errTooManyPeers {
@@ -461,9 +464,8 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		return
 	}
 	c.state.Phase = PhaseOpen
-	from := c.from
 	c.mu.Unlock()
-	c.t.hsBudget.proved(from)
+	c.t.hsBudget.proved(a.connectFrom)
 	c.t.mu.Lock()
 	c.t.noteFromLocked(c.peer, c)
 	c.t.mu.Unlock()

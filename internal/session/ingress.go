@@ -14,7 +14,8 @@ import (
 
 // A peer's budget for frames that carry no stream data: PINGs and their
 // answers, WINDOWs that grant less than ingressSmallGrant, duplicates,
-// malformed frames and frames for conns that are not the peer's. (A
+// malformed frames and frames other than data for conns that are not the
+// peer's (data still in flight to a conn that just closed is no flood). (A
 // sender that keeps sending CONNECTs to keyed listeners past the budget
 // for unproven handshakes is failed too: hsbudget.go.) An
 // honest peer sends about one PING per keepalive sweep and a WINDOW per

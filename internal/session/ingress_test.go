@@ -68,6 +68,28 @@ func testMemIngressBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "still here", string(got))
 
+	// Data in flight to a conn that closed is no flood: DATA and FIN for
+	// a conn the honest peer's side no longer knows cost nothing.
+	hfrom := func() uintptr {
+		p.server.mu.RLock()
+		defer p.server.mu.RUnlock()
+		for _, sh := range p.server.shards {
+			for _, pr := range sh.peers {
+				if pr.addr != string(p.client.eng.Address()) && pr.from != 0 {
+					return pr.from
+				}
+			}
+		}
+		t.Fatal("the server has no peer for the honest transport")
+		return 0
+	}()
+	data := stream.Header{Kind: stream.KindData, ConnID: 0xbeef, Length: 1}.Bytes()
+	for range 2 * ingressBurst {
+		p.srvEng.Inject(hfrom, data[:], []byte{1})
+	}
+	synctest.Wait()
+	require.EqualValues(t, 1, p.server.Stats().PeersFlooded, "stray data counted as a flood")
+
 	// After floodedFor it may dial again.
 	time.Sleep(floodedFor)
 	c2, err := (&Dialer{Transport: p.client, Timeout: 10 * time.Second}).Dial(Network, p.ln.Addr().String())
