@@ -159,9 +159,17 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		t.refuse(c.peer, hello.ConnID, stream.RefuseNoListener)
 		return
 	}
-	t.noteConnect(c, hello, payload)
 	if c.auth != nil {
-		if evicted := l.addPendingAuth(c); evicted != nil {
+		evicted := l.addPendingAuth(c)
+		if evicted == c {
+			// Its dialer has as many waiting for their proofs as it
+			// may: no answer, and the dialer sends the CONNECT again.
+			t.stats.connectsDropped.Add(1)
+			c.terminate(withDetail(ErrRefused, "too many handshakes of its dialer waiting"), EndQuiet)
+			return
+		}
+		t.noteConnect(c, hello, payload)
+		if evicted != nil {
 			t.authFailed()
 			evicted.terminate(withDetail(ErrRefused, "dropped unproven handshake: too many waiting"), EndReset(stream.RstAbort, RSTAlways))
 		}
@@ -176,6 +184,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 			}
 		})
 	} else {
+		t.noteConnect(c, hello, payload)
 		if !l.enqueue(c) {
 			t.refuseConn(c, hello.ConnID, stream.RefuseBacklog)
 			return

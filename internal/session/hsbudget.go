@@ -20,13 +20,18 @@ import (
 const (
 	unprovenBurst, unprovenRate = 128, 128 // all endpoints that never proved, per Transport
 	senderBurst, senderRate     = 8, 2     // one endpoint that never proved
-	provenBurst, provenRate     = 64, 64   // one endpoint that proved
-	maxHandshakeSenders         = 4096     // endpoints whose budget is kept
-	maxProvenSenders            = 1024     // of them, endpoints that proved
-	// CONNECTs one endpoint may send over its budget before it is taken
-	// for a flooder: an honest dialer resends a CONNECT that got no
-	// answer 200 ms later, then less and less often (resend.go).
-	overBurst, overRate = 64, 16
+	// One endpoint that proved: no more at once than a dialing worker may
+	// have waiting for their proofs (maxPendingAuthPerPeer; beyond it the
+	// oldest would be dropped), and then its own rate.
+	provenBurst, provenRate = maxPendingAuthPerPeer, 256
+	maxHandshakeSenders     = 4096 // endpoints whose budget is kept
+	maxProvenSenders        = 1024 // of them, endpoints that proved
+	// CONNECTs one endpoint that never proved may send over its budget
+	// before it is taken for a flooder: an honest dialer resends a
+	// CONNECT that got no answer 200 ms later, then less and less often
+	// (resend.go), and a pool opening many conns at once through a fresh
+	// endpoint sends one CONNECT each.
+	overBurst, overRate = 256, 64
 )
 
 // handshakeBudget is a Transport's budget for unproven handshakes.
@@ -43,8 +48,9 @@ type senderBudget struct {
 }
 
 // allow takes a handshake from the budget of the endpoint from at now,
-// and reports whether there was one; without, flood reports that from
-// sent more than overBurst (then overRate a second) CONNECTs beyond it.
+// and reports whether there was one; without, flood reports that from,
+// never proven, sent more than overBurst (then overRate a second)
+// CONNECTs beyond it.
 func (h *handshakeBudget) allow(from uintptr, now time.Time) (ok, flood bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -55,7 +61,7 @@ func (h *handshakeBudget) allow(from uintptr, now time.Time) (ok, flood bool) {
 	case s.b.Tokens(now, senderBurst, senderRate) >= 1 && h.shared.Take(now, unprovenBurst, unprovenRate):
 		ok = s.b.Take(now, senderBurst, senderRate)
 	}
-	return ok, !ok && !s.over.Take(now, overBurst, overRate)
+	return ok, !ok && !s.proven && !s.over.Take(now, overBurst, overRate)
 }
 
 // dropped records a CONNECT from the endpoint from dropped by the
@@ -64,7 +70,8 @@ func (h *handshakeBudget) allow(from uintptr, now time.Time) (ok, flood bool) {
 func (h *handshakeBudget) dropped(from uintptr, now time.Time) (flood bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !h.senderLocked(from).over.Take(now, overBurst, overRate)
+	s := h.senderLocked(from)
+	return !s.proven && !s.over.Take(now, overBurst, overRate)
 }
 
 // proved records that a dialer proved the key through the endpoint from.

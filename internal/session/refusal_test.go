@@ -84,7 +84,8 @@ func TestMemRefusedAcceptReset(t *testing.T) {
 	_, err := p.dialer.Dial(Network, p.ln.Addr().String())
 	require.ErrorIs(t, err, ErrProtocol)
 	require.ErrorContains(t, err, "worker address refused")
-	require.Greater(t, p.client.Stats().ResetsSent, rst)
+	require.Eventually(t, func() bool { return p.client.Stats().ResetsSent > rst }, 10*time.Second, time.Millisecond,
+		"the refused ACCEPT was not answered with RST")
 	zc := <-acc
 	require.NotNil(t, zc)
 	defer zc.Close()

@@ -6,9 +6,11 @@ import "slices"
 // pre-shared-key proof, oldest first, apart from the accept backlog, so
 // that unproven dials cannot take the places of proven ones. It bounds
 // them per dialing peer and in all: when a peer's bound is full, Add
-// evicts that peer's oldest, and when the bound of all is, the oldest of
-// the peer holding the most; the caller drops it. An honest dialer
-// proves within a round trip. T is the stream, P what identifies its
+// takes nothing and returns the new item itself (its dialer will send it
+// again; its older ones are as honest or as hostile), and when the bound
+// of all is, it evicts the oldest of the peer holding the most; the
+// caller drops what Add returns. An honest dialer proves within a round
+// trip. T is the stream, P what identifies its
 // peer. The listener's lock guards it.
 type Unproven[T, P comparable] struct {
 	entries []unprovenEntry[T, P]
@@ -20,27 +22,23 @@ type unprovenEntry[T, P comparable] struct {
 }
 
 // Add records item, from peer, within perPeer such items per peer and
-// max in all; evicted reports whether it made room by evicting evict.
+// max in all; evicted reports that evict must be dropped: item itself,
+// not recorded, when peer is at its bound, else an entry evicted to make
+// room.
 func (u *Unproven[T, P]) Add(item T, peer P, perPeer, max int) (evict T, evicted bool) {
-	oldest, n := -1, 0
-	for i, e := range u.entries {
+	n := 0
+	for _, e := range u.entries {
 		if e.peer == peer {
-			if n == 0 {
-				oldest = i
-			}
 			n++
 		}
 	}
-	switch {
-	case n >= perPeer:
-	case len(u.entries) >= max:
-		oldest = u.busiest()
-	default:
-		oldest = -1
+	if n >= perPeer {
+		return item, true
 	}
-	if oldest >= 0 {
-		evict, evicted = u.entries[oldest].item, true
-		u.entries = slices.Delete(u.entries, oldest, oldest+1)
+	if len(u.entries) >= max {
+		i := u.busiest()
+		evict, evicted = u.entries[i].item, true
+		u.entries = slices.Delete(u.entries, i, i+1)
 	}
 	u.entries = append(u.entries, unprovenEntry[T, P]{item, peer})
 	return evict, evicted

@@ -8,8 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Unproven streams are bounded per peer and in all, the oldest evicted
-// first: one peer's flood evicts its own, not another's.
+// Unproven streams are bounded per peer and in all: at its bound a peer's
+// newcomer is not taken, and at the bound of all the busiest peer pays:
+// one peer's flood costs its own, not another's.
 func TestUnproven(t *testing.T) {
 	var u Unproven[int, string]
 	for i := range 3 {
@@ -18,7 +19,7 @@ func TestUnproven(t *testing.T) {
 	}
 	evict, evicted := u.Add(3, "a", 3, 5)
 	require.True(t, evicted)
-	require.Equal(t, 0, evict, "a's oldest, at a's bound")
+	require.Equal(t, 3, evict, "at a's bound, a's newcomer is not taken")
 	_, evicted = u.Add(10, "b", 3, 5)
 	require.False(t, evicted)
 	_, evicted = u.Add(11, "b", 3, 5)
@@ -26,12 +27,12 @@ func TestUnproven(t *testing.T) {
 	require.Equal(t, 5, u.Len())
 	evict, evicted = u.Add(20, "c", 3, 5)
 	require.True(t, evicted)
-	require.Equal(t, 1, evict, "the oldest of all, at the bound in all")
+	require.Equal(t, 0, evict, "the busiest peer's oldest, at the bound in all")
 	u.Remove(2)
 	u.Remove(99) // not there: nothing
 	require.Equal(t, 4, u.Len())
 	_, evicted = u.Add(4, "a", 3, 5)
-	require.False(t, evicted, "a has 1 left (3), b 2, c 1: room for 1")
+	require.False(t, evicted, "a has 1 left (1), b 2, c 1: room for 1")
 	require.Equal(t, 5, u.Len())
 }
 
@@ -97,4 +98,41 @@ func TestHandshakeBudget(t *testing.T) {
 		}
 	}
 	require.Equal(t, 10, flood, "a sender past its budget and overBurst more is flooding")
+}
+
+// A pool opening many keyed conns at once through one fresh endpoint is
+// not a flood: the CONNECTs over its share get no answer and are sent
+// again (as are those beyond the eight a dialing worker may have waiting
+// for their proofs), the first proof gives the endpoint a share of its
+// own, and every dial succeeds.
+func TestMemKeyedPoolNotFlood(t *testing.T) {
+	p := newMemPair(t, Config{Workers: 2})
+	key := []byte("correct horse battery staple")
+	ln := pskListener(t, p.pair, key)
+	d := Dialer{Transport: p.client, PSK: key, Timeout: 20 * time.Second}
+	const n = 100
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			c, err := d.Dial(Network, ln.Addr().String())
+			if err == nil {
+				c.Close()
+			}
+			errs <- err
+		}()
+	}
+	failed := 0
+	for range n {
+		if err := <-errs; err != nil {
+			if failed == 0 {
+				t.Logf("first failure: %v", err)
+			}
+			failed++
+		}
+	}
+	st := p.server.Stats()
+	t.Logf("%d concurrent keyed dials from one endpoint: %d failed; CONNECTs dropped %d", n, failed, st.ConnectsDropped)
+	require.Zero(t, st.PeersFlooded, "an honest pool was taken for a flood")
+	require.Zero(t, failed, "keyed dials of an honest pool failed")
+	require.NotZero(t, st.ConnectsDropped, "the pool did not exceed a fresh endpoint's share")
 }
