@@ -125,8 +125,10 @@ func (l *Listener) enqueue(c *Conn) bool {
 // addPendingAuth records a conn that waits for its dialer's
 // pre-shared-key proof. Such conns wait apart from the backlog, so that
 // unproven dials cannot take the places of proven ones; there are at most
-// maxPendingAuthPerPeer of them per dialing worker and maxPendingAuth in
-// all, and when either is full the oldest is returned, to be dropped.
+// maxPendingAuthPerPeer of them per dialing worker (c itself is returned,
+// not recorded, when its dialer is at that bound) and maxPendingAuth in
+// all (then the busiest dialer's oldest is returned); what is returned is
+// to be dropped.
 func (l *Listener) addPendingAuth(c *Conn) (evict *Conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
