@@ -159,31 +159,10 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		t.refuse(c.peer, hello.ConnID, stream.RefuseNoListener)
 		return
 	}
-	if c.auth != nil {
-		evicted := l.addPendingAuth(c)
-		if evicted == c {
-			// Its dialer has as many waiting for their proofs as it
-			// may: no answer, and the dialer sends the CONNECT again.
-			t.stats.connectsDropped.Add(1)
-			c.terminate(withDetail(ErrRefused, "too many handshakes of its dialer waiting"), EndQuiet)
-			return
-		}
-		t.noteConnect(c, hello, payload)
-		if evicted != nil {
-			t.authFailed()
-			evicted.terminate(withDetail(ErrRefused, "dropped unproven handshake: too many waiting"), EndReset(stream.RstAbort, RSTAlways))
-		}
-		// The conn waits for the dialer's proof; it reaches Accept only then.
-		time.AfterFunc(authTimeout, func() {
-			c.mu.Lock()
-			pending := c.state.Phase == PhaseAuthPending
-			c.mu.Unlock()
-			if pending {
-				t.authFailed()
-				c.terminate(withDetail(ErrRefused, "no authentication within %v", authTimeout), EndReset(stream.RstAbort, RSTAlways))
-			}
-		})
-	} else {
+	if c.auth != nil && !t.awaitProof(l, c, hello, payload) {
+		return
+	}
+	if c.auth == nil {
 		t.noteConnect(c, hello, payload)
 		if !l.enqueue(c) {
 			t.refuseConn(c, hello.ConnID, stream.RefuseBacklog)
@@ -194,6 +173,35 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 		t.stats.accepts.Add(1)
 	}
 	t.sendAccept(c, hello.Name)
+}
+
+// awaitProof sets c, an accepted conn of the keyed listener l, to wait for
+// its dialer's proof, within the bounds on such conns; false if c was
+// dropped instead (its dialer at its bound: no answer, and the dialer
+// sends the CONNECT again).
+func (t *Transport) awaitProof(l *Listener, c *Conn, hello stream.Hello, payload []byte) bool {
+	evicted := l.addPendingAuth(c)
+	if evicted == c {
+		t.stats.connectsDropped.Add(1)
+		c.terminate(withDetail(ErrRefused, "too many handshakes of its dialer waiting"), EndQuiet)
+		return false
+	}
+	t.noteConnect(c, hello, payload)
+	if evicted != nil {
+		t.authFailed()
+		evicted.terminate(withDetail(ErrRefused, "dropped unproven handshake: too many waiting"), EndReset(stream.RstAbort, RSTAlways))
+	}
+	// The conn waits for the dialer's proof; it reaches Accept only then.
+	time.AfterFunc(authTimeout, func() {
+		c.mu.Lock()
+		pending := c.state.Phase == PhaseAuthPending
+		c.mu.Unlock()
+		if pending {
+			t.authFailed()
+			c.terminate(withDetail(ErrRefused, "no authentication within %v", authTimeout), EndReset(stream.RstAbort, RSTAlways))
+		}
+	})
+	return true
 }
 
 // keyedAdmit decides, for a CONNECT to a keyed listener, whether to spend

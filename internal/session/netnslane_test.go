@@ -2,6 +2,7 @@ package session
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -216,7 +218,16 @@ func TestNetnsLaneIdleHelper(t *testing.T) {
 		fmt.Println("fail stdin:", err)
 		os.Exit(1)
 	}
-	if c, err = echo(); err != nil {
+	// The kernel may still hold the server's neighbor entry as failed
+	// from the time the link was down (EHOSTUNREACH for a moment): as an
+	// application would, dial again.
+	for range 20 {
+		if c, err = echo(); err == nil || !errors.Is(err, syscall.EHOSTUNREACH) && !strings.Contains(err.Error(), "no route to host") {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err != nil {
 		fmt.Println("fail new conn after link up:", err)
 		os.Exit(1)
 	}
