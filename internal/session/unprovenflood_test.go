@@ -68,7 +68,14 @@ func connectFloodDials(t *testing.T, key []byte) {
 		}()
 	}
 	defer func() { stop.Store(true); wg.Wait() }()
-	time.Sleep(200 * time.Millisecond) // the flood under way
+	// The flood under way: honest dials begin once every flooder has been
+	// cut off (each is failed after a few hundred CONNECTs past its
+	// budget), while they all keep trying. Before that, a dial may wait
+	// behind the backlog of CONNECTs the flooders queued.
+	start := time.Now()
+	require.Eventually(t, func() bool { return p.server.Stats().PeersFlooded >= workers }, 20*time.Second, time.Millisecond,
+		"flooders not failed: %d of %d", p.server.Stats().PeersFlooded, workers)
+	t.Logf("%d flooders cut off %v into the flood", workers, time.Since(start).Round(time.Millisecond))
 
 	known := Dialer{Transport: p.client, PSK: key, Timeout: 5 * time.Second}
 	ok := 0
