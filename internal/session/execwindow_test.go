@@ -246,11 +246,25 @@ func TestExecAfterStrayConnectInheritsNoUCXSocket(t *testing.T) {
 	// Past the second of ticks that the worker's creation asked for, so
 	// that only the idle sweep is left to mark the stranger's sockets.
 	time.Sleep(1500 * time.Millisecond)
+	sockets := func() int {
+		n := 0
+		for _, l := range fdLinksOf(os.Getpid()) {
+			if strings.HasPrefix(l, "socket:") {
+				n++
+			}
+		}
+		return n
+	}
+	before := sockets()
 	for _, ap := range ports {
 		c, err := net.Dial("tcp", ap.String())
 		require.NoError(t, err)
 		defer c.Close()
 	}
+	// Our end of each connection, and UCX's, once its async thread has
+	// accepted them (it may not have when Dial returns).
+	require.Eventually(t, func() bool { return sockets() >= before+2*len(ports) }, 20*time.Second, time.Millisecond,
+		"UCX did not accept the connections")
 	start := time.Now()
 	seen := len(inheritableFDs())
 	for end := start.Add(20 * time.Second); time.Now().Before(end) && len(inheritableFDs()) > 0; {
