@@ -106,7 +106,7 @@ test-sm: deps
 ## the sm pass, CHECK_SKIP's tests, the CLI (cmd/ucxnet), the nested
 ## modules, the no-cgo and darwin builds, and fuzzing.
 CHECK_PKGS := ./internal/... ./registry/ ./ucxnet/
-CHECK_SKIP := ^(TestSoak|TestNetns|TestPeerDeath|TestSmPeerDeath|TestCrossProcess|TestRegistryHTTPCrossProcess|TestWriteCloseExit|TestLaneMixedBuild|TestLaneMixedRelease|TestChurnNoAbort|TestTCPLaneStalledReaderKept|TestAttackSendBufferingPerProcess|TestAttackHugeWindowThenStall|TestAttackForgedAddressFlood|TestAttackRelabelledTransport|TestAttackBadWorkerAddress|TestAttackLoopbackRegistrySquat|TestWriteBacklog)
+CHECK_SKIP := ^(TestSoak|TestNetns|TestPeerDeath|TestSmPeerDeath|TestCrossProcess|TestRegistryHTTPCrossProcess|TestWriteCloseExit|TestLaneMixedBuild|TestLaneMixedRelease|TestChurnNoAbort|TestTCPLaneStalledReaderKept|TestAttackSendBufferingPerProcess|TestAttackHugeWindowThenStall|TestAttackForgedAddressFlood|TestAttackRelabelledTransport|TestAttackBadWorkerAddress|TestAttackLoopbackRegistrySquat|TestWriteBacklog|TestIngressFloodFromProcess)
 check: deps
 	$(GO) vet ./...
 	UCX_TLS=tcp $(GO) test -count=1 -timeout 120s -skip '$(CHECK_SKIP)' $(CHECK_PKGS)

@@ -56,14 +56,20 @@ func (r *rawPeer) HandleEvents(evs []engine.Event) {
 }
 
 func newRawPeer(t testing.TB, target *Transport) *rawPeer {
+	return newRawPeerAt(t, target.eng.Address(), func(self []byte) []byte { return rawTarget(target, self) })
+}
+
+// newRawPeerAt is newRawPeer for a target worker at addr, reached at the
+// address reach returns for the raw peer's own.
+func newRawPeerAt(t testing.TB, addr []byte, reach func(self []byte) []byte) *rawPeer {
 	needUCX(t)
 	r := &rawPeer{frames: make(chan rawFrame, 1024)}
 	eng, err := startUCX(Config{}, r)
 	require.NoError(t, err)
 	r.eng = eng
-	r.target = target.eng.Address()
+	r.target = addr
 	w := eng.Acquire(true)
-	r.ep, err = w.Connect(rawTarget(target, eng.Address()))
+	r.ep, err = w.Connect(reach(eng.Address()))
 	w.GiveBack()
 	require.NoError(t, err)
 	t.Cleanup(func() {

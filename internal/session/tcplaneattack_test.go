@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/netip"
@@ -60,10 +61,13 @@ func floodTCP(t *testing.T, from, ep string, n int, hello []byte) *atomic.Int64 
 	return &opened
 }
 
-// honestTCPDials dials p's listener n times with d, one after the other
-// (an accept loop closes what the listener accepts), and returns how many
-// succeeded.
-func honestTCPDials(t *testing.T, p *pair, d *Dialer, n int) int {
+// honestTCPDials dials p's listener n times with d over the kernel-TCP
+// lane, one after the other (an accept loop closes what the listener
+// accepts), and returns how many succeeded. With fallback, each dial is
+// one that chose the lane over UCX (peers on two hosts with only tcp
+// between them): if its TCP connection fails it takes UCX instead, and
+// fellBack counts those.
+func honestTCPDials(t *testing.T, p *pair, d *Dialer, psk []byte, n int, fallback bool) (ok, fellBack int) {
 	go func() {
 		for {
 			s, err := p.ln.Accept()
@@ -73,19 +77,26 @@ func honestTCPDials(t *testing.T, p *pair, d *Dialer, n int) int {
 			s.Close()
 		}
 	}()
-	ok := 0
+	e, err := p.client.resolve(t.Context(), p.ln.Addr().String())
+	require.NoError(t, err)
+	eps := lane.ParseEndpoints(e.Meta[MetaTCP], true)
 	for range n {
-		c, err := d.Dial(Network, p.ln.Addr().String())
+		ctx, cancel := context.WithTimeout(t.Context(), d.Timeout)
+		ch := lane.Choice{Lane: lane.TCP, Reason: lane.ReasonOnlyTCP, Fallback: fallback}
+		c, err := d.dialLane(ctx, p.client, e, ch, eps, psk)
+		cancel()
 		if err != nil {
 			t.Logf("honest dial failed: %v", err)
 			continue
 		}
-		name, _ := c.(*testConn).Lane()
-		require.Equal(t, LaneTCP, name)
 		ok++
+		if name, _ := c.Lane(); name != LaneTCP {
+			require.True(t, fallback, "lane %s", name)
+			fellBack++
+		}
 		c.Close()
 	}
-	return ok
+	return ok, fellBack
 }
 
 // The kernel-TCP lane cannot be denied by holding its preamble places: an
@@ -97,28 +108,41 @@ func honestTCPDials(t *testing.T, p *pair, d *Dialer, n int) int {
 // dialer's own address (127.0.0.1). Keyed hellos never proven, each
 // costing the listener its share of the key exchange, are bounded per
 // source: from another address (127.0.0.2) they leave the honest dialer
-// its places.
+// its places. From the honest dialer's own address, faster than it can
+// prove, they can take its place while it computes its proof: the lane is
+// then denied to that address, and a dialer that chose it over UCX takes
+// UCX instead (≥ 9 of 10 on either lane).
 func TestTCPLaneAttackHeldPreambles(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	for _, tc := range []struct {
-		name  string
-		keyed bool
-		from  string
-		hello func(name string) []byte
+		name     string
+		keyed    bool
+		from     string
+		hello    func(name string) []byte
+		fallback bool
 	}{
-		{"silent", false, "127.0.0.1", func(string) []byte { return nil }},
-		{"partial", false, "127.0.0.1", func(string) []byte { return []byte(lane.Magic[:1]) }},
-		{"silent keyed", true, "127.0.0.1", func(string) []byte { return nil }},
-		{"partial keyed", true, "127.0.0.1", func(string) []byte { return []byte(lane.Magic) }},
+		{"silent", false, "127.0.0.1", func(string) []byte { return nil }, false},
+		{"partial", false, "127.0.0.1", func(string) []byte { return []byte(lane.Magic[:1]) }, false},
+		{"silent keyed", true, "127.0.0.1", func(string) []byte { return nil }, false},
+		{"partial keyed", true, "127.0.0.1", func(string) []byte { return []byte(lane.Magic) }, false},
 		{"unproven", true, "127.0.0.2", func(name string) []byte {
 			return lane.AppendHello(nil, lane.Hello{PSK: true, ID: 1, Name: name,
 				Challenge: auth.Dial([]byte("the attacker's guess"), name).Challenge()})
-		}},
+		}, false},
+		{"unproven own source", true, "127.0.0.1", func(name string) []byte {
+			return lane.AppendHello(nil, lane.Hello{PSK: true, ID: 1, Name: name,
+				Challenge: auth.Dial([]byte("the attacker's guess"), name).Challenge()})
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newTCPLanePair(t, Config{})
+			if tc.fallback {
+				needUCX(t)
+			}
 			d := p.dialer
+			var psk []byte
 			if tc.keyed {
+				psk = key
 				lc := ListenConfig{Transport: p.server, PSK: key}
 				ln, err := lc.Listen(t.Context(), "")
 				require.NoError(t, err)
@@ -139,9 +163,9 @@ func TestTCPLaneAttackHeldPreambles(t *testing.T) {
 				require.Eventually(t, func() bool { return opened.Load() >= lane.MaxPending }, 30*time.Second, time.Millisecond)
 			}
 			failures := p.server.Stats().AuthFailures
-			ok := honestTCPDials(t, p, d, 10)
-			t.Logf("honest dials %d/10; attacker conns opened %d, evicted or reset %d, in their preamble %d",
-				ok, opened.Load(), p.server.LaneStats().OverCap, tl.Pending())
+			ok, fellBack := honestTCPDials(t, p, d, psk, 10, tc.fallback)
+			t.Logf("honest dials %d/10 (%d over UCX); attacker conns opened %d, evicted or reset %d, in their preamble %d",
+				ok, fellBack, opened.Load(), p.server.LaneStats().OverCap, tl.Pending())
 			require.GreaterOrEqual(t, ok, 9)
 			require.Equal(t, failures, p.server.Stats().AuthFailures, "an evicted conn made no guess")
 		})
