@@ -200,6 +200,15 @@ func (w *Worker) Flush(ep EP, token uint64) (done bool, err error) {
 	return st == C.UCS_OK, statusErr("flush endpoint", st)
 }
 
+// FlushWorker starts flushing the whole worker: every endpoint's sends
+// and UCX's own messages (a wireup reply still waiting for its
+// connection among them). Unless done, it counts in Stats().Inflight
+// until it finishes.
+func (w *Worker) FlushWorker() (done bool, err error) {
+	st := C.cucx_worker_flush(w.w)
+	return st == C.UCS_OK, statusErr("flush worker", st)
+}
+
 // EPInfo returns UCX's description of the endpoint's configuration
 // (ucp_ep_print_info): its lanes, transports and devices.
 func (w *Worker) EPInfo(ep EP) string {

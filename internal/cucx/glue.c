@@ -481,6 +481,29 @@ ucs_status_t cucx_ep_flush(cucx_worker_t *w, cucx_ep_t *ep, uint64_t token)
     return UCS_INPROGRESS;
 }
 
+static void worker_flush_cb(void *request, ucs_status_t status, void *user_data)
+{
+    cucx_worker_t *w = user_data;
+    w->inflight--;
+    ucp_request_free(request);
+}
+
+/* Starts flushing the whole worker: every endpoint's sends and UCX's own
+ * messages, a wireup reply still waiting for its connection among them.
+ * UCS_INPROGRESS means it counts as in flight until it is done. */
+ucs_status_t cucx_worker_flush(cucx_worker_t *w)
+{
+    ucp_request_param_t p = {0};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = worker_flush_cb;
+    p.user_data = w;
+    ucs_status_ptr_t r = ucp_worker_flush_nbx(w->worker, &p);
+    if (r == NULL) return UCS_OK;
+    if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
+    w->inflight++;
+    return UCS_INPROGRESS;
+}
+
 /* Returns ucp_ep_print_info's text (malloc'ed; the caller frees it). */
 char *cucx_ep_info(cucx_ep_t *ep)
 {

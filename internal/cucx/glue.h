@@ -115,6 +115,7 @@ struct cucx_ep {
 
 ucs_status_t cucx_ep_create(cucx_worker_t *w, const void *addr, size_t len, cucx_ep_t **ep);
 ucs_status_t cucx_ep_flush(cucx_worker_t *w, cucx_ep_t *ep, uint64_t token);
+ucs_status_t cucx_worker_flush(cucx_worker_t *w);
 ucs_status_t cucx_ep_close(cucx_worker_t *w, cucx_ep_t *ep, int force);
 char        *cucx_ep_info(cucx_ep_t *ep);
 ucs_status_t cucx_send(cucx_worker_t *w, cucx_ep_t *ep, const void *hdr, size_t hdr_len,

@@ -49,6 +49,9 @@ func (w *Worker) Connect(addr []byte) (EP, error) {
 // CloseEP fails with ErrUnsupported.
 func (w *Worker) CloseEP(ep EP, force bool) error { return unsupported("close endpoint") }
 
+// FlushWorker fails with ErrUnsupported.
+func (w *Worker) FlushWorker() (done bool, err error) { return false, unsupported("flush worker") }
+
 // Flush fails with ErrUnsupported.
 func (w *Worker) Flush(ep EP, token uint64) (done bool, err error) {
 	return false, unsupported("flush endpoint")

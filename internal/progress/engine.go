@@ -236,8 +236,13 @@ func (e *Engine) Pause() (resume func()) {
 }
 
 // Close stops the engine goroutine, gives UCX up to linger to finish what
-// it still owns (queued sends, endpoint closes), then destroys the worker.
-// The caller closes its endpoints first.
+// it still owns (queued sends, endpoint closes, its own wireup messages),
+// then destroys the worker. The caller closes its endpoints first.
+//
+// The worker is flushed last: UCX 1.13 aborts when a worker is destroyed
+// with a wireup reply of its own still queued (ucp_request.c:684, "got
+// REP message"), as it is for a few milliseconds after a peer's first
+// message, until the connection back to that peer is up.
 func (e *Engine) Close(linger time.Duration) error {
 	if !e.stopping.CompareAndSwap(false, true) {
 		<-e.done
@@ -248,22 +253,14 @@ func (e *Engine) Close(linger time.Duration) error {
 	e.mu.Unlock()
 	<-e.done
 	deadline := time.Now().Add(linger)
-	var evs []cucx.Event
-	for {
-		rel := e.takeReleases()
+	e.drain(deadline)
+	if linger > 0 {
 		e.mu.Lock()
-		evs, _ = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
-		inflight := e.w.Stats().Inflight
+		_, err := e.w.FlushWorker()
 		e.mu.Unlock()
-		if len(evs) > 0 {
-			e.h.HandleEvents(evs)
-			e.markHeld(evs)
-			clear(evs)
+		if err == nil {
+			e.drain(deadline)
 		}
-		if inflight == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Microsecond)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -277,4 +274,26 @@ func (e *Engine) Close(linger time.Duration) error {
 	}
 	e.w.Close()
 	return nil
+}
+
+// drain progresses the stopped engine's worker, handing its events to the
+// handler, until nothing is in flight or deadline passes.
+func (e *Engine) drain(deadline time.Time) {
+	var evs []cucx.Event
+	for {
+		rel := e.takeReleases()
+		e.mu.Lock()
+		evs, _ = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
+		inflight := e.w.Stats().Inflight
+		e.mu.Unlock()
+		if len(evs) > 0 {
+			e.h.HandleEvents(evs)
+			e.markHeld(evs)
+			clear(evs)
+		}
+		if inflight == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }
