@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"sort"
 	"testing"
 	"time"
 
@@ -97,24 +96,12 @@ func TestIngressFloodFromProcess(t *testing.T) {
 	defer fc.Close()
 
 	// Round trips while the flood runs, until the flooder is failed.
-	buf := make([]byte, 64)
-	var during []time.Duration
 	start := time.Now()
-	for p.server.Stats().PeersFlooded == 0 && time.Since(start) < 20*time.Second {
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		t0 := time.Now()
-		_, err := c.Write(buf)
-		require.NoError(t, err)
-		_, err = io.ReadFull(c, buf)
-		require.NoError(t, err, "honest round trip %d during the flood", len(during))
-		during = append(during, time.Since(t0))
-	}
-	verdict := time.Since(start)
-	sort.Slice(during, func(i, j int) bool { return during[i] < during[j] })
-	if n := len(during); n > 0 {
-		t.Logf("flood ran %v from its conn's accept to the verdict; %d honest round trips meanwhile: p50 %v (%.1fx quiet %v), max %v",
-			verdict.Round(time.Millisecond), n, during[n/2], float64(during[n/2])/float64(quiet), quiet, during[n-1])
-	}
+	during, n := roundTripsWhile(t, c, func() bool {
+		return p.server.Stats().PeersFlooded == 0 && time.Since(start) < 20*time.Second
+	})
+	t.Logf("flood ran %v from its conn's accept to the verdict; %d honest round trips meanwhile: p50 %v (%.1fx quiet %v)",
+		time.Since(start).Round(time.Millisecond), n, during, float64(during)/float64(quiet), quiet)
 	require.EqualValues(t, 1, p.server.Stats().PeersFlooded, "the flooding process was not failed within 20 s")
 	after := roundTrips(t, c, 200) // the honest conn carries on
 	t.Logf("honest round trip p50 after the verdict %v (%.1fx quiet)", after, float64(after)/float64(quiet))

@@ -182,6 +182,46 @@ func hdrBytes(h stream.Header) []byte {
 	return b[:]
 }
 
+// roundTripsWhile times 64-byte round trips over an echo conn while more
+// holds (at least one), and returns their median and how many there were.
+func roundTripsWhile(t *testing.T, c net.Conn, more func() bool) (p50 time.Duration, n int) {
+	t.Helper()
+	buf := make([]byte, 64)
+	var ds []time.Duration
+	for len(ds) == 0 || more() {
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		start := time.Now()
+		_, err := c.Write(buf)
+		require.NoError(t, err)
+		_, err = io.ReadFull(c, buf)
+		require.NoError(t, err, "honest round trip %d", len(ds))
+		ds = append(ds, time.Since(start))
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2], len(ds)
+}
+
+// echoConn returns a conn from p's client to an echo listener of p's
+// server.
+func echoConn(t *testing.T, p *pair) net.Conn {
+	ln, err := (&ListenConfig{Transport: p.server}).Listen(t.Context(), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			s, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(s, s); s.Close() }()
+		}
+	}()
+	c, err := (&Dialer{Transport: p.client, Timeout: 10 * time.Second}).Dial(Network, ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // roundTrips times n 64-byte round trips over an echo conn and returns the
 // median.
 func roundTrips(t *testing.T, c net.Conn, n int) time.Duration {

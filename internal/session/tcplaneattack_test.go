@@ -139,6 +139,10 @@ func TestTCPLaneAttackHeldPreambles(t *testing.T) {
 			if tc.fallback {
 				needUCX(t)
 			}
+			honest, s := p.conns(t)
+			defer honest.Close()
+			go func() { _, _ = io.Copy(s, s); s.Close() }()
+			quiet := roundTrips(t, honest, 200)
 			d := p.dialer
 			var psk []byte
 			if tc.keyed {
@@ -162,6 +166,8 @@ func TestTCPLaneAttackHeldPreambles(t *testing.T) {
 			} else {
 				require.Eventually(t, func() bool { return opened.Load() >= lane.MaxPending }, 30*time.Second, time.Millisecond)
 			}
+			during := roundTrips(t, honest, 200)
+			t.Logf("an honest conn's round trip p50 during the flood %v (%.1fx quiet %v)", during, float64(during)/float64(quiet), quiet)
 			failures := p.server.Stats().AuthFailures
 			ok, fellBack := honestTCPDials(t, p, d, psk, 10, tc.fallback)
 			t.Logf("honest dials %d/10 (%d over UCX); attacker conns opened %d, evicted or reset %d, in their preamble %d",
