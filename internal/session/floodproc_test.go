@@ -166,17 +166,18 @@ func TestIngressFloodFromProcess(t *testing.T) {
 	go func() { _, _ = io.Copy(s, s) }()
 	quiet := roundTrips(t, c, 200)
 
+	ended := startFlood(t, p, floodIngress, p.ln.Addr().String())
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		fc, _ := p.ln.Accept()
 		accepted <- fc
 	}()
 	defer func() {
+		p.ln.Close()
 		if fc := <-accepted; fc != nil {
 			fc.Close()
 		}
 	}()
-	ended := startFlood(t, p, floodIngress, p.ln.Addr().String())
 	start := time.Now()
 	during, n := roundTripsWhile(t, c, func() bool {
 		return p.server.Stats().PeersFlooded == 0 && time.Since(start) < 20*time.Second
