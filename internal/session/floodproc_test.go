@@ -160,10 +160,7 @@ func startFloodProcess(t *testing.T, env ...string) (ended <-chan struct{}) {
 // (not a pass/fail figure).
 func TestIngressFloodFromProcess(t *testing.T) {
 	p := newPair(t, Config{})
-	c, s := p.conns(t)
-	defer c.Close()
-	defer s.Close()
-	go func() { _, _ = io.Copy(s, s) }()
+	c := echoConn(t, p)
 	quiet := roundTrips(t, c, 200)
 
 	ended := startFlood(t, p, floodIngress, p.ln.Addr().String())

@@ -134,10 +134,7 @@ func TestIngressHonestHeavyPeer(t *testing.T) {
 func TestIngressFlood(t *testing.T) {
 	needUCX(t)
 	p := newPair(t, Config{})
-	c, s := p.conns(t)
-	defer c.Close()
-	defer s.Close()
-	go func() { _, _ = io.Copy(s, s) }()
+	c := echoConn(t, p)
 	quiet := roundTrips(t, c, 200)
 
 	r := newRawPeer(t, p.server)
@@ -207,15 +204,7 @@ func echoConn(t *testing.T, p *pair) net.Conn {
 	ln, err := (&ListenConfig{Transport: p.server}).Listen(t.Context(), "")
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			s, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(s, s); s.Close() }()
-		}
-	}()
+	echoListener(ln)
 	c, err := (&Dialer{Transport: p.client, Timeout: 10 * time.Second}).Dial(Network, ln.Addr().String())
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
@@ -226,17 +215,7 @@ func echoConn(t *testing.T, p *pair) net.Conn {
 // median.
 func roundTrips(t *testing.T, c net.Conn, n int) time.Duration {
 	t.Helper()
-	buf := make([]byte, 64)
-	ds := make([]time.Duration, n)
-	for i := range ds {
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		start := time.Now()
-		_, err := c.Write(buf)
-		require.NoError(t, err)
-		_, err = io.ReadFull(c, buf)
-		require.NoError(t, err, "honest round trip %d", i)
-		ds[i] = time.Since(start)
-	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return ds[n/2]
+	done := 1
+	p50, _ := roundTripsWhile(t, c, func() bool { done++; return done <= n })
+	return p50
 }
