@@ -1,5 +1,3 @@
-//go:build linux
-
 package session
 
 // Floods from a process of their own, as an attacker runs them: the
