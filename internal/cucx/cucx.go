@@ -202,12 +202,15 @@ func (w *Worker) Flush(ep EP, token uint64) (done bool, err error) {
 
 // FlushWorker starts flushing the whole worker: every endpoint's sends
 // and UCX's own messages (a wireup reply still waiting for its
-// connection among them). Unless done, it counts in Stats().Inflight
-// until it finishes.
+// connection among them). Unless done, Flushing reports it until it
+// finishes (it is not counted in Stats().Inflight).
 func (w *Worker) FlushWorker() (done bool, err error) {
 	st := C.cucx_worker_flush(w.w)
 	return st == C.UCS_OK, statusErr("flush worker", st)
 }
+
+// Flushing reports whether a flush FlushWorker started is not done yet.
+func (w *Worker) Flushing() bool { return w.w.flushing != 0 }
 
 // EPInfo returns UCX's description of the endpoint's configuration
 // (ucp_ep_print_info): its lanes, transports and devices.

@@ -484,13 +484,14 @@ ucs_status_t cucx_ep_flush(cucx_worker_t *w, cucx_ep_t *ep, uint64_t token)
 static void worker_flush_cb(void *request, ucs_status_t status, void *user_data)
 {
     cucx_worker_t *w = user_data;
-    w->inflight--;
+    w->flushing = 0;
     ucp_request_free(request);
 }
 
 /* Starts flushing the whole worker: every endpoint's sends and UCX's own
  * messages, a wireup reply still waiting for its connection among them.
- * UCS_INPROGRESS means it counts as in flight until it is done. */
+ * UCS_INPROGRESS means w->flushing stays set until it is done; it is not
+ * counted in w->inflight, which counts the sends UCX owns. */
 ucs_status_t cucx_worker_flush(cucx_worker_t *w)
 {
     ucp_request_param_t p = {0};
@@ -500,7 +501,7 @@ ucs_status_t cucx_worker_flush(cucx_worker_t *w)
     ucs_status_ptr_t r = ucp_worker_flush_nbx(w->worker, &p);
     if (r == NULL) return UCS_OK;
     if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
-    w->inflight++;
+    w->flushing = 1;
     return UCS_INPROGRESS;
 }
 

@@ -72,6 +72,7 @@ typedef struct {
 
     uint32_t      am_flags;    /* flags of every AM send: EAGER | REPLY */
     uint64_t      inflight;    /* sends UCX still owns */
+    int           flushing;    /* a worker flush (cucx_worker_flush) not done */
     uint64_t      inflight_bytes; /* payload bytes in C-owned buffers UCX still owns */
     uint64_t      send_errors; /* sends that completed with an error */
     uint64_t      buffered_done; /* buffered sends (send_buf) UCX completed later */

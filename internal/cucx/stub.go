@@ -52,6 +52,9 @@ func (w *Worker) CloseEP(ep EP, force bool) error { return unsupported("close en
 // FlushWorker fails with ErrUnsupported.
 func (w *Worker) FlushWorker() (done bool, err error) { return false, unsupported("flush worker") }
 
+// Flushing reports false.
+func (w *Worker) Flushing() bool { return false }
+
 // Flush fails with ErrUnsupported.
 func (w *Worker) Flush(ep EP, token uint64) (done bool, err error) {
 	return false, unsupported("flush endpoint")

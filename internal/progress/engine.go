@@ -19,6 +19,7 @@ package progress
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,9 @@ type Engine struct {
 	cfg  Config
 	h    engine.Handler
 	addr []byte
+	// wireupHazard: the UCX loaded is a 1.13 release, which aborts when a
+	// worker is destroyed with a wireup reply queued (Close flushes).
+	wireupHazard bool
 
 	mu     sync.Mutex // serializes every call into w; Acquire takes it
 	w      *cucx.Worker
@@ -136,7 +140,8 @@ func Start(cfg Config, h engine.Handler) (*Engine, error) {
 		w.Close()
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, h: h, w: w, addr: addr, done: make(chan struct{})}
+	e := &Engine{cfg: cfg, h: h, w: w, addr: addr, done: make(chan struct{}),
+		wireupHazard: strings.HasPrefix(cucx.Version(), "1.13.")}
 	e.wk.e = e
 	e.quiet.Store(true) // nothing came yet
 	go e.loop()
@@ -235,14 +240,21 @@ func (e *Engine) Pause() (resume func()) {
 	return e.unlock
 }
 
+// closeFlushBudget bounds Close's wait for its worker flush: a wireup
+// reply goes out within milliseconds when its peer is reachable, and a
+// dead or stopped peer would hold the flush for ever.
+const closeFlushBudget = 250 * time.Millisecond
+
 // Close stops the engine goroutine, gives UCX up to linger to finish what
-// it still owns (queued sends, endpoint closes, its own wireup messages),
-// then destroys the worker. The caller closes its endpoints first.
+// it still owns (queued sends, endpoint closes), then destroys the worker.
+// The caller closes its endpoints first.
 //
-// The worker is flushed last: UCX 1.13 aborts when a worker is destroyed
-// with a wireup reply of its own still queued (ucp_request.c:684, "got
-// REP message"), as it is for a few milliseconds after a peer's first
-// message, until the connection back to that peer is up.
+// With UCX 1.13 the worker is flushed first, for up to closeFlushBudget:
+// UCX 1.13 aborts when a worker is destroyed with a wireup reply of its
+// own still queued (ucp_request.c:684, "got REP message"), as it is for a
+// few milliseconds after a peer's first message, until the connection
+// back to that peer is up. A flush that a dead or stopped peer holds up
+// does not keep the worker: it is destroyed as it would have been.
 func (e *Engine) Close(linger time.Duration) error {
 	if !e.stopping.CompareAndSwap(false, true) {
 		<-e.done
@@ -253,13 +265,13 @@ func (e *Engine) Close(linger time.Duration) error {
 	e.mu.Unlock()
 	<-e.done
 	deadline := time.Now().Add(linger)
-	e.drain(deadline)
-	if linger > 0 {
+	e.drain(deadline, func() bool { return e.w.Stats().Inflight > 0 })
+	if linger > 0 && e.wireupHazard {
 		e.mu.Lock()
 		_, err := e.w.FlushWorker()
 		e.mu.Unlock()
 		if err == nil {
-			e.drain(deadline)
+			e.drain(time.Now().Add(min(linger, closeFlushBudget)), e.w.Flushing)
 		}
 	}
 	e.mu.Lock()
@@ -277,21 +289,21 @@ func (e *Engine) Close(linger time.Duration) error {
 }
 
 // drain progresses the stopped engine's worker, handing its events to the
-// handler, until nothing is in flight or deadline passes.
-func (e *Engine) drain(deadline time.Time) {
+// handler, while busy (called with e.mu held) and deadline has not passed.
+func (e *Engine) drain(deadline time.Time, busy func() bool) {
 	var evs []cucx.Event
 	for {
 		rel := e.takeReleases()
 		e.mu.Lock()
 		evs, _ = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
-		inflight := e.w.Stats().Inflight
+		more := busy()
 		e.mu.Unlock()
 		if len(evs) > 0 {
 			e.h.HandleEvents(evs)
 			e.markHeld(evs)
 			clear(evs)
 		}
-		if inflight == 0 || time.Now().After(deadline) {
+		if !more || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(50 * time.Microsecond)

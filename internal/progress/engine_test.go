@@ -265,6 +265,31 @@ func TestCloseRightAfterPeersFirstMessage(t *testing.T) {
 	}
 }
 
+// Close with a peer that stopped while frames to it were queued still
+// destroys the worker (nil, not a leaked worker): a worker flush that the
+// stopped peer holds up does not keep it.
+func TestCloseWithStoppedPeer(t *testing.T) {
+	a, b := newCollector(t), newCollector(t)
+	ep, err := connect(a.eng, b.eng.Address())
+	require.NoError(t, err)
+	var hdr [8]byte
+	binary.LittleEndian.PutUint64(hdr[:], 1)
+	require.NoError(t, send(a.eng, ep, hdr[:], []byte("first")))
+	b.wait(t, func() bool { return len(b.got) == 1 })
+	resume := b.eng.Pause()
+	data := make([]byte, 64<<10)
+	for id := uint64(2); id < 200 && a.eng.Stats(engine.EP{}).Inflight == 0; id++ {
+		binary.LittleEndian.PutUint64(hdr[:], id)
+		if send(a.eng, ep, hdr[:], data) != nil {
+			break
+		}
+	}
+	require.NoError(t, closeEP(a.eng, ep, true))
+	require.NoError(t, a.eng.Close(time.Second))
+	resume()
+	require.NoError(t, b.eng.Close(time.Second))
+}
+
 // An idle engine sleeps: over half a second it wakes only for its backstop
 // timer, and a send from another goroutine wakes it at once.
 func TestIdleSleepsAndWakes(t *testing.T) {

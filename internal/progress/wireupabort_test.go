@@ -60,11 +60,21 @@ func TestPeerVanishingRightAfterFirstMessage(t *testing.T) {
 	if tls, _ := ucxconf.EffectiveTLS(nil); !ucxconf.TCPEnabled(tls) || cucx.Version() == "" {
 		t.Skipf("the hazard is UCX's tcp transport's; this run has UCX %q with UCX_TLS=%q", cucx.Version(), tls)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWireupVanishHelper$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWireupVanishHelper$", "-test.v", "-test.timeout=2m")
 	cmd.Env = append(os.Environ(), wireupVanishEnv+"=1", "UCX_TLS=tcp", "GORACE=atexit_sleep_ms=0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(3 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("the helper did not end within 3 minutes:\n%s", out.String())
+	}
 	aborted := strings.Contains(out.String(), wireupAbort)
 	if strings.HasPrefix(cucx.Version(), "1.13.") {
 		require.True(t, aborted, "UCX %s no longer aborts at %s when a peer vanishes right after its first message (%v):\n%s",
