@@ -252,14 +252,23 @@ func TestAcceptOverload(t *testing.T) {
 	t.Logf("heap in use grew by %.1f MiB", float64(heapDelta)/(1<<20))
 	require.Less(t, heapDelta, int64(256<<20), "memory not bounded under a dial flood")
 
-	// Now Accept: exactly the successful dials come out, each intact.
+	// Now Accept: every successful dial comes out, intact. A dial that
+	// gave up at its timeout while its CONNECT was being queued may come
+	// out too, reset by its dialer (as a TCP client that gives up its
+	// connect leaves the server a conn it resets): no data, ECONNRESET.
 	seen := make(map[uint64]bool)
-	for range ok {
+	resets := 0
+	for len(seen) < ok {
 		s, err := p.ln.Accept()
 		require.NoError(t, err)
 		s.SetReadDeadline(time.Now().Add(5 * time.Second))
 		var b [8]byte
 		_, err = io.ReadFull(s, b[:])
+		if errors.Is(err, syscall.ECONNRESET) && resets < refused {
+			resets++
+			s.Close()
+			continue
+		}
 		require.NoError(t, err)
 		i := binary.LittleEndian.Uint64(b[:])
 		require.Less(t, i, uint64(dials))
@@ -269,6 +278,9 @@ func TestAcceptOverload(t *testing.T) {
 		s.Close()
 	}
 	require.Len(t, seen, ok)
+	if resets > 0 {
+		t.Logf("%d conns of dials that gave up came out reset", resets)
+	}
 	for _, r := range results {
 		if r.c != nil {
 			r.c.Close()
