@@ -143,19 +143,13 @@ func (t *Transport) Conns() []ConnStats {
 		cs = append(cs, c)
 	}
 	t.lanes.mu.Unlock()
+	// By birth, not by the ages Stats computes one after the other: a
+	// conn's age read later can pass an older conn's read earlier.
+	slices.SortStableFunc(cs, func(a, b *Conn) int { return a.born.Compare(b.born) })
 	out := make([]ConnStats, 0, len(cs))
 	for _, c := range cs {
 		out = append(out, c.Stats())
 	}
-	slices.SortStableFunc(out, func(a, b ConnStats) int {
-		switch {
-		case a.Age > b.Age:
-			return -1
-		case a.Age < b.Age:
-			return 1
-		}
-		return 0
-	})
 	return out
 }
 
