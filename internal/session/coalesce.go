@@ -48,7 +48,7 @@ const coalesceMax = 32 << 10
 // the worker. Called with c.wmu held.
 func (c *Conn) writeSmall(sp SendPath, hb, p []byte, frame int, gate bool) (sent int, done bool, err error) {
 	var pending, free bool
-	err = c.peer.use(func(ep engine.EP) (err error) {
+	err = c.peer().use(func(ep engine.EP) (err error) {
 		bl := c.sh.eng.Backlog(ep)
 		if gate && c.backedUp(sp, true, bl) {
 			return errBackedUp
@@ -85,7 +85,7 @@ func (c *Conn) writeSmall(sp SendPath, hb, p []byte, frame int, gate bool) (sent
 		return 0, true, err
 	case free || err != nil:
 		if pending {
-			c.peer.unflushed.Add(int64(sent))
+			c.peer().unflushed.Add(int64(sent))
 		}
 		c.framesSent(sent, frame)
 		return sent, true, err
@@ -176,7 +176,7 @@ const maxQueueWait = 100 * time.Microsecond
 // worker is free and the peer caught up; else whoever holds the worker
 // sees to it when giving it back, or the engine's Writable event does.
 func (s *shard) queueOut(c *Conn) {
-	p := c.peer
+	p := c.peer()
 	q := &s.out
 	q.mu.Lock()
 	if len(p.outQ) == 0 {
@@ -314,7 +314,7 @@ func (s *shard) sendOut(w engine.Worker, c *Conn, closing bool) {
 		return
 	}
 	if !closing {
-		p := c.peer
+		p := c.peer()
 		sent, pending, err := w.Send(p.ep, engine.Frames{Header: q.hdr[:], SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
 			Seq: seq, Data: buf, Frame: len(buf)})
 		if pending {

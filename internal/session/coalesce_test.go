@@ -465,7 +465,7 @@ func TestStoppedPeerDoesNotHoldBackOthers(t *testing.T) {
 	}
 	require.NotZero(t, tr.engineStats().Backlog, "the backlog ended during the test")
 	buffered := func(c net.Conn) (n uint64) {
-		require.NoError(t, c.(*testConn).peer.use(func(ep engine.EP) error {
+		require.NoError(t, c.(*testConn).peer().use(func(ep engine.EP) error {
 			n = tr.eng.Stats(ep).Backlog
 			return nil
 		}))
@@ -526,7 +526,7 @@ func TestWriteBacklogBounded(t *testing.T) {
 	// the 8 windows (32 MiB, less a socket buffer over tcp).
 	var size int
 	var limit uint64
-	switch k := conns[0].(*testConn).peer.path(tr).Kind; k {
+	switch k := conns[0].(*testConn).peer().path(tr).Kind; k {
 	case PathSharedMemory:
 		size, limit = 4<<10, 4<<20 // shmSmallBacklog (1 MiB) and an open frame per conn
 	case PathTCP:
@@ -570,7 +570,7 @@ func TestWriteBacklogBounded(t *testing.T) {
 func TestWriteBacklogEndsOnPeerFailure(t *testing.T) {
 	tr, conns, stopped := connsToDiscarder(t, Config{KeepAlive: time.Second}, true) // failed after 10 s
 	size := 64 << 10
-	switch k := conns[0].(*testConn).peer.path(tr).Kind; k {
+	switch k := conns[0].(*testConn).peer().path(tr).Kind; k {
 	case PathSharedMemory:
 		size = 4 << 10 // small writes are the ones bounded over sm
 	case PathTCP:

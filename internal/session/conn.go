@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/deadline"
@@ -20,8 +21,10 @@ import (
 // ErrReset and the other sentinels); ucxnet's Conn adds deadlines and
 // *net.OpError. All methods are safe for concurrent use.
 type Conn struct {
-	t        *Transport
-	peer     *peer
+	t *Transport
+	// peerAt is the peer c's frames go to; nil until attached. Written
+	// under both Transport.mu and Conn.mu, read by anyone (peer).
+	peerAt   atomic.Pointer[peer]
 	id       uint64    // our conn id: frames to us carry it
 	remoteID uint64    // the peer's conn id: frames we send carry it
 	frame    int       // largest frame payload to send (both sides' EagerMax)
@@ -100,7 +103,6 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 	c := &Conn{
 		t:         t,
 		sh:        t.shards[0],
-		peer:      p,
 		frame:     t.cfg.EagerMax,
 		peerSegs:  PeerSegLimits(stream.Hello{}), // until the peer's Hello says more
 		laddr:     laddr,
@@ -116,8 +118,12 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 		keepAlive: keepAliveOf(t.cfg.KeepAlive),
 		born:      time.Now(),
 	}
+	c.peerAt.Store(p)
 	return c
 }
+
+// peer returns the peer c's frames go to, nil until attached.
+func (c *Conn) peer() *peer { return c.peerAt.Load() }
 
 // LocalAddr returns the local address: the listener's name for an accepted
 // conn, the transport's name and conn id for a dialed one.
@@ -134,18 +140,18 @@ func (c *Conn) Transports() []string {
 	if c.lane != nil {
 		return []string{"tcp(kernel)"}
 	}
-	if p := c.peer.info.Load(); p != nil {
+	if p := c.peer().info.Load(); p != nil {
 		return append([]string(nil), (*p)...)
 	}
 	var tl []string
-	_ = c.peer.use(func(ep engine.EP) error {
+	_ = c.peer().use(func(ep engine.EP) error {
 		tl = c.sh.eng.Stats(ep).Transports
 		return nil
 	})
 	if tl == nil {
 		return nil
 	}
-	c.peer.info.Store(&tl)
+	c.peer().info.Store(&tl)
 	return append([]string(nil), tl...)
 }
 
@@ -321,7 +327,7 @@ func (c *Conn) sendFin() error {
 	}
 	c.state.FinOut = true
 	c.mu.Unlock()
-	err := c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindFin, ConnID: c.remoteID, Seq: c.seq})
+	err := c.t.sendCtl(c.peer(), stream.Header{Kind: stream.KindFin, ConnID: c.remoteID, Seq: c.seq})
 	c.seq++
 	if err != nil {
 		return withDetail(ErrReset, "%v", err)
@@ -366,7 +372,7 @@ func (c *Conn) Close() error {
 		// Like SO_LINGER: wait (bounded) until UCX has handed what we
 		// sent to the transport, so that a process exiting right after
 		// Close does not take unsent frames with it.
-		_ = c.t.flushWithin(c.peer, linger)
+		_ = c.t.flushWithin(c.peer(), linger)
 	}
 	c.mu.Lock()
 	// The peer's FIN may have come at any point since closed was set: the

@@ -203,7 +203,7 @@ func TestZeroCopyStalledPeer(t *testing.T) {
 	c, s := p.conns(t)
 	defer c.Close()
 	defer s.Close()
-	if !c.(*testConn).peer.path(p.client).ZeroCopy {
+	if !c.(*testConn).peer().path(p.client).ZeroCopy {
 		t.Skipf("transports %v: writes are copied, not sent zero-copy", c.(*testConn).Transports())
 	}
 	paused, unblock := make(chan struct{}), make(chan struct{})

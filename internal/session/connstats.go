@@ -70,7 +70,7 @@ func (c *Conn) Stats() ConnStats {
 		s.State = laneState(c.lane, closed)
 		return s
 	}
-	if p := c.peer; p != nil {
+	if p := c.peer(); p != nil {
 		s.RTT = time.Duration(p.rtt.Load())
 	}
 	c.mu.Lock()

@@ -119,7 +119,7 @@ func (t *Transport) connFor(s *shard, h stream.Header, ev *engine.Event, now int
 	// own endpoint: a conn bound to another endpoint (a CONNECT that
 	// claimed the peer's address, a dial's ACCEPT that came from
 	// elsewhere) must not keep a silent peer alive.
-	if p := c.peer; p != nil && p.lastRecv.Load() != now && t.isPeerFrom(p, ev.From) {
+	if p := c.peer(); p != nil && p.lastRecv.Load() != now && t.isPeerFrom(p, ev.From) {
 		p.lastRecv.Store(now) // once per batch, not per frame
 	}
 	return c
@@ -198,8 +198,8 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 		return
 	}
 	if h.Kind == stream.KindPing {
-		t.charge(c.peer, now)
-		if h.Flags&stream.FlagReply == 0 && c.peer != nil && !c.peer.allowPong(now) {
+		t.charge(c.peer(), now)
+		if h.Flags&stream.FlagReply == 0 && c.peer() != nil && !c.peer().allowPong(now) {
 			return // over the peer's PING budget: not answered
 		}
 	}
@@ -209,9 +209,9 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 		// accepted from the listener.
 		t.markUCXFDs()
 		c.handleHandshake(h, ev.Data, ev.From)
-		if h.Kind == stream.KindAccept && c.peer != nil && c.from == ev.From && t.lookup(h.ConnID) == c {
+		if h.Kind == stream.KindAccept && c.peer() != nil && c.from == ev.From && t.lookup(h.ConnID) == c {
 			t.mu.Lock()
-			t.noteFromLocked(c.peer, c)
+			t.noteFromLocked(c.peer(), c)
 			t.mu.Unlock()
 		}
 		c.replayEarly()

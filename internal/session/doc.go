@@ -115,9 +115,9 @@ package session
 // Set once before the conn enters the conn table, then read-only: Conn.t,
 // sh, workers, dialed, laddr. Conn.keepAlive is set before the conn
 // enters the conn table, then written and read under Transport.mu
-// (SetKeepAliveConfig). Conn.peer is written under both Transport.mu and
-// Conn.mu (a dialed conn moved to the worker its ACCEPT names) and read
-// under either.
+// (SetKeepAliveConfig). Conn.peerAt is written under both Transport.mu and
+// Conn.mu (a dialed conn moved to the worker its ACCEPT names, or to a
+// new endpoint by refreshDial) and read by anyone: an atomic pointer.
 //
 // The rules are checked at run time when UCXNET_DEBUG_OWNERS=1, and in
 // this package's tests (owner.go): the functions that touch what a

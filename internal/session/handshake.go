@@ -87,7 +87,7 @@ func (t *Transport) sendConnect(c *Conn, name string) error {
 		hello.Features = stream.FeatureWorkers
 	}
 	c.mu.Lock()
-	p := c.peer // a resend may go through another endpoint (refreshDial)
+	p := c.peer() // a resend may go through another endpoint (refreshDial)
 	c.mu.Unlock()
 	return t.sendHello(p, stream.Header{Kind: stream.KindConnect}, hello)
 }
@@ -156,7 +156,7 @@ func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
 	}
 	if t.isClosed() || l.isClosed() {
 		t.removeConn(c)
-		t.refuse(c.peer, hello.ConnID, stream.RefuseNoListener)
+		t.refuse(c.peer(), hello.ConnID, stream.RefuseNoListener)
 		return
 	}
 	if c.auth != nil && !t.awaitProof(l, c, hello, payload) {
@@ -275,7 +275,7 @@ func (t *Transport) sendAccept(c *Conn, name string) {
 		// the dialer has proven it knows the key.
 		reply.Nonce = c.auth.challenge()
 	}
-	if err := t.sendHello(c.peer, stream.Header{Kind: stream.KindAccept, ConnID: c.remoteID}, reply); err != nil {
+	if err := t.sendHello(c.peer(), stream.Header{Kind: stream.KindAccept, ConnID: c.remoteID}, reply); err != nil {
 		c.terminate(withDetail(ErrReset, "sending ACCEPT: %v", err), EndQuiet)
 	}
 }
@@ -377,7 +377,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	}
 	proof := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.t.cfg.Window), MAC: mac}
 	c.mu.Unlock()
-	if err := c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID}, proof); err != nil {
+	if err := c.t.sendHello(c.peer(), stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID}, proof); err != nil {
 		c.terminate(withDetail(ErrRefused, "sending AUTH: %v", err), EndQuiet)
 	}
 }
@@ -415,7 +415,7 @@ func (t *Transport) resetAccept(c *Conn, listenerID uint64, from uintptr, rebind
 	t.mu.RLock()
 	p := c.sh.peersByFrom[from]
 	if p == nil && !rebindRefused {
-		p = c.peer
+		p = c.peer()
 	}
 	t.mu.RUnlock()
 	if p == nil {
@@ -476,7 +476,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 		c.terminateLocked(withDetail(ErrRefused, "dialer failed authentication"), EndQuiet)
 		c.mu.Unlock()
 		c.t.authFailed()
-		c.t.refuse(c.peer, c.remoteID, stream.RefuseAuth)
+		c.t.refuse(c.peer(), c.remoteID, stream.RefuseAuth)
 		c.t.removeConn(c)
 		return
 	}
@@ -484,7 +484,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	c.mu.Unlock()
 	c.t.hsBudget.proved(a.connectFrom)
 	c.t.mu.Lock()
-	c.t.noteFromLocked(c.peer, c)
+	c.t.noteFromLocked(c.peer(), c)
 	c.t.mu.Unlock()
 	a.ln.removePendingAuth(c)
 	if !a.ln.enqueue(c) {
@@ -493,14 +493,14 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 			code = stream.RefuseNoListener
 		}
 		c.terminate(withDetail(ErrRefused, "%v", code), EndQuiet)
-		c.t.refuse(c.peer, c.remoteID, code)
+		c.t.refuse(c.peer(), c.remoteID, code)
 		return
 	}
 	c.t.stats.accepts.Add(1)
 	mac, _ := a.hs.Proof(auth.Listener, c.remoteID, c.id) // the dialer's proof checked out: ISK is known
 	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(min(preAcceptWindow, c.t.cfg.Window)),
 		MAC: mac}
-	_ = c.t.sendHello(c.peer, stream.Header{Kind: stream.KindAuth, Flags: stream.FlagReply, ConnID: c.remoteID}, reply)
+	_ = c.t.sendHello(c.peer(), stream.Header{Kind: stream.KindAuth, Flags: stream.FlagReply, ConnID: c.remoteID}, reply)
 }
 
 // handleListenerProof takes the listener's AUTH reply at the dialer: its

@@ -223,7 +223,7 @@ func TestAcceptOverload(t *testing.T) {
 	wg.Wait()
 	dialTime := time.Since(start)
 
-	var ok, refused int
+	var ok, refused, gaveUp int
 	var slowest time.Duration
 	for i, r := range results {
 		slowest = max(slowest, r.elapsed)
@@ -237,12 +237,14 @@ func TestAcceptOverload(t *testing.T) {
 			ok++
 		case errors.Is(r.err, syscall.ECONNREFUSED):
 			refused++
+		case errors.Is(r.err, os.ErrDeadlineExceeded):
+			gaveUp++ // its own timeout, on a loaded machine
 		default:
-			t.Errorf("dial %d: %v (want success or ECONNREFUSED)", i, r.err)
+			t.Errorf("dial %d: %v (want success, ECONNREFUSED or its timeout)", i, r.err)
 		}
 	}
-	t.Logf("%d simultaneous dials in %v (slowest %v): %d accepted into the backlog of %d, %d refused",
-		dials, dialTime.Round(time.Millisecond), slowest.Round(time.Millisecond), ok, backlog, refused)
+	t.Logf("%d simultaneous dials in %v (slowest %v): %d accepted into the backlog of %d, %d refused, %d gave up at their timeout",
+		dials, dialTime.Round(time.Millisecond), slowest.Round(time.Millisecond), ok, backlog, refused, gaveUp)
 	require.LessOrEqual(t, ok, backlog, "more conns queued than the backlog allows")
 	require.Positive(t, refused, "a full backlog refused nothing")
 
@@ -256,6 +258,7 @@ func TestAcceptOverload(t *testing.T) {
 	// gave up at its timeout while its CONNECT was being queued may come
 	// out too, reset by its dialer (as a TCP client that gives up its
 	// connect leaves the server a conn it resets): no data, ECONNRESET.
+	failed := refused + gaveUp
 	seen := make(map[uint64]bool)
 	resets := 0
 	for len(seen) < ok {
@@ -264,7 +267,7 @@ func TestAcceptOverload(t *testing.T) {
 		s.SetReadDeadline(time.Now().Add(5 * time.Second))
 		var b [8]byte
 		_, err = io.ReadFull(s, b[:])
-		if errors.Is(err, syscall.ECONNRESET) && resets < refused {
+		if errors.Is(err, syscall.ECONNRESET) && resets < failed {
 			resets++
 			s.Close()
 			continue
@@ -286,8 +289,10 @@ func TestAcceptOverload(t *testing.T) {
 			r.c.Close()
 		}
 	}
-	// Nothing more is queued.
-	require.Zero(t, len(p.ln.(*Listener).queue))
+	// Nothing more is queued but conns of dials that gave up; closing the
+	// listener resets them.
+	require.LessOrEqual(t, len(p.ln.(*Listener).queue), failed-resets)
+	p.ln.Close()
 	require.Eventually(t, func() bool {
 		return p.client.Stats().OpenConns == 0 && p.server.Stats().OpenConns == 0
 	}, 10*time.Second, 5*time.Millisecond, "conns left: client %+v, server %+v", p.client.Stats(), p.server.Stats())

@@ -132,7 +132,7 @@ func (l *Listener) enqueue(c *Conn) bool {
 func (l *Listener) addPendingAuth(c *Conn) (evict *Conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	evict, _ = l.pendingAuth.Add(c, c.peer, maxPendingAuthPerPeer, maxPendingAuth)
+	evict, _ = l.pendingAuth.Add(c, c.peer(), maxPendingAuthPerPeer, maxPendingAuth)
 	return evict
 }
 

@@ -149,7 +149,7 @@ func (c *Conn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c.keepAlive = keepAliveConfig(cfg)
-	if p := c.peer; p != nil && p.conns[c.id] == c {
+	if p := c.peer(); p != nil && p.conns[c.id] == c {
 		p.ka = KeepAlive{}
 		for _, q := range p.conns {
 			p.ka = p.ka.tightest(q.keepAlive)

@@ -301,7 +301,7 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool, at *shard, from uint
 	if err != nil {
 		return err
 	}
-	c.peer = p
+	c.peerAt.Store(p)
 	c.dialed = dial
 	t.addConnLocked(c)
 	return nil
@@ -399,7 +399,7 @@ func (p *peer) replaceLocked() bool {
 func (t *Transport) markUnanswered(c *Conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p := c.peer
+	p := c.peer()
 	if p == nil {
 		return
 	}

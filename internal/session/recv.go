@@ -41,7 +41,7 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 		}
 		c.mu.Unlock()
 		if small {
-			c.t.charge(c.peer, time.Now().UnixNano())
+			c.t.charge(c.peer(), time.Now().UnixNano())
 		}
 	case stream.KindRst:
 		c.t.stats.resetsRecv.Add(1)
@@ -51,10 +51,10 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 		// prober needs). Answers are not answered.
 		if h.Flags&stream.FlagReply == 0 {
 			if id := c.loadRemoteID(); id != 0 {
-				_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: id, Aux: h.Aux})
+				_ = c.t.sendCtl(c.peer(), stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: id, Aux: h.Aux})
 			}
-		} else if c.peer != nil {
-			c.peer.notePong(time.Now())
+		} else if c.peer() != nil {
+			c.peer().notePong(time.Now())
 		}
 	}
 }
@@ -82,7 +82,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	if err == stream.ErrDuplicate {
 		c.mu.Unlock()
 		c.t.stats.duplicates.Add(1)
-		c.t.charge(c.peer, time.Now().UnixNano())
+		c.t.charge(c.peer(), time.Now().UnixNano())
 		return
 	}
 	if err != nil {

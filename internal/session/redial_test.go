@@ -81,7 +81,7 @@ func TestMemRedialAfterIdleClose(t *testing.T) {
 
 func testRedialAfterIdleClose(t *testing.T, p *pair, listenerFirst bool) {
 	c1, s1 := dialPinned(t, p)
-	cp, sp := c1.peer, s1.peer
+	cp, sp := c1.peer(), s1.peer()
 	require.NoError(t, c1.Close())
 	require.NoError(t, s1.Close())
 	waitNoConns(t, p.client)
@@ -237,7 +237,7 @@ func TestMemForgedConnectReset(t *testing.T) {
 func TestMemUnboundConnReset(t *testing.T) {
 	p := newMemPair(t, Config{Window: 256 << 10, Workers: 2, KeepAlive: 300 * time.Millisecond})
 	_, s1 := dialPinned(t, p.pair) // client worker 1, server worker 1
-	addr := []byte(s1.peer.addr)   // the client worker's address
+	addr := []byte(s1.peer().addr) // the client worker's address
 	p.server.nextAccept.Store(1)   // the forged conn: server worker 0
 	hello := stream.Hello{ConnID: 777, EagerMax: 1 << 20, Window: 1 << 16, Name: p.ln.Addr().String(),
 		WorkerAddr: addr, Features: stream.FeatureWorkers}
@@ -260,7 +260,7 @@ func TestMemUnboundConnReset(t *testing.T) {
 	defer c2.Close()
 	s2 := (<-acc).(*testConn)
 	defer s2.Close()
-	require.Same(t, z.peer, s2.peer, "the honest conn is not on the forged conn's peer")
+	require.Same(t, z.peer(), s2.peer(), "the honest conn is not on the forged conn's peer")
 	go func() { _, _ = io.Copy(s2, s2) }()
 	require.NoError(t, z.SetReadDeadline(time.Now().Add(10*time.Second)))
 	_, err = z.Read(make([]byte, 1))

@@ -38,7 +38,7 @@ func TestMemAcceptOnFirstWorkerAfterIdleClose(t *testing.T) {
 	require.NoError(t, s1.Close())
 	waitNoConns(t, p.client)
 	waitNoConns(t, p.server)
-	p.server.closePeer(s1.peer, false) // as its idle sweep does
+	p.server.closePeer(s1.peer(), false) // as its idle sweep does
 	c2, s2 := dial()
 	defer c2.Close()
 	defer s2.Close()
@@ -72,7 +72,7 @@ func TestMemRefusedAcceptReset(t *testing.T) {
 	p := newMemPair(t, Config{Workers: 2, Window: 256 << 10})
 	c1, _ := dialPinned(t, p.pair) // client worker 1, server worker 1
 	p.client.mu.Lock()
-	cp := c1.peer
+	cp := c1.peer()
 	require.NotZero(t, cp.from)
 	cp.from++ // the peer's frames now seem to come from elsewhere
 	p.client.mu.Unlock()
@@ -167,7 +167,7 @@ func TestMemRebindKeepsIdleSince(t *testing.T) {
 	c1, err := p.dialer.Dial(Network, p.ln.Addr().String())
 	require.NoError(t, err)
 	s1 := <-acc
-	cp := c1.(*testConn).peer
+	cp := c1.(*testConn).peer()
 	require.NoError(t, c1.Close())
 	require.NoError(t, s1.Close())
 	waitNoConns(t, p.client)
@@ -175,7 +175,7 @@ func TestMemRebindKeepsIdleSince(t *testing.T) {
 	idle := cp.idleSince
 	p.client.mu.RUnlock()
 	c2, _ := dialPinned(t, p.pair) // server worker 1: through cp, rebound
-	require.NotSame(t, cp, c2.peer)
+	require.NotSame(t, cp, c2.peer())
 	p.client.mu.RLock()
 	defer p.client.mu.RUnlock()
 	require.Equal(t, idle, cp.idleSince, "the rebound dial restarted the CONNECT peer's idle time")

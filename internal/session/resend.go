@@ -91,7 +91,7 @@ func (t *Transport) noteConnect(c *Conn, hello stream.Hello, payload []byte) {
 	if t.conns[c.id] != c {
 		return
 	}
-	c.connect = &connectOf{key: dialKey{string(hello.WorkerAddr), hello.ConnID}, sum: sha256.Sum256(payload), c: c, p: c.peer}
+	c.connect = &connectOf{key: dialKey{string(hello.WorkerAddr), hello.ConnID}, sum: sha256.Sum256(payload), c: c, p: c.peer()}
 	t.accepted[c.connect.key] = c.connect
 }
 
@@ -105,7 +105,7 @@ func (t *Transport) refuseConn(c *Conn, dialerID uint64, code stream.RefuseCode)
 	}
 	t.mu.Unlock()
 	t.removeConn(c)
-	t.refuse(c.peer, dialerID, code)
+	t.refuse(c.peer(), dialerID, code)
 }
 
 // forgetConnectLocked notes that c left the conn table: its CONNECT is
@@ -189,7 +189,7 @@ func (t *Transport) refreshDial(c *Conn) {
 	defer t.mu.Unlock()
 	s := c.sh
 	c.mu.Lock()
-	old := c.peer
+	old := c.peer()
 	c.mu.Unlock()
 	if old == nil || old.from != 0 || s.peers[old.addr] != old || !onlyDialsLocked(old) {
 		return
@@ -203,7 +203,7 @@ func (t *Transport) refreshDial(c *Conn) {
 	for _, q := range old.conns {
 		q.mu.Lock()
 		t.leavePeerLocked(q)
-		q.peer = p
+		q.peerAt.Store(p)
 		t.joinPeerLocked(q)
 		q.mu.Unlock()
 	}

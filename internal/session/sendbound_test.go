@@ -82,7 +82,7 @@ func TestAttackSendBufferingPerProcess(t *testing.T) {
 		conns[i] = stalledConn(t, p.ln, p.server, uint64(7100+i))
 	}
 	var size int
-	switch k := conns[0].(*testConn).peer.path(p.server).Kind; k {
+	switch k := conns[0].(*testConn).peer().path(p.server).Kind; k {
 	case PathSharedMemory:
 		size = 8 << 10 // not small for an 8 KiB frame, not zero-copy: UCX copies it
 	case PathTCP:

@@ -192,19 +192,19 @@ func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p == c.peer || c.state.Phase != PhaseDialing && c.state.Phase != PhaseAbandoned || t.conns[c.id] != c {
+	if p == c.peer() || c.state.Phase != PhaseDialing && c.state.Phase != PhaseAbandoned || t.conns[c.id] != c {
 		return nil
 	}
 	// The CONNECT's peer keeps its idleSince: a dial passing through it
 	// says nothing of its other end (the listener's worker may have
 	// closed its end, idle, meanwhile).
-	old := c.peer
+	old := c.peer()
 	idle := old.idleSince
 	t.leavePeerLocked(c)
 	if len(old.conns) == 0 {
 		old.idleSince = idle
 	}
-	c.peer = p
+	c.peerAt.Store(p)
 	t.joinPeerLocked(c)
 	return nil
 }
@@ -228,7 +228,7 @@ func (t *Transport) learnFrom(c *Conn, from uintptr) {
 	c.learnFrom = false
 	open := c.state.Phase == PhaseOpen
 	c.mu.Unlock()
-	if open && c.peer != nil {
-		t.noteFromLocked(c.peer, c)
+	if open && c.peer() != nil {
+		t.noteFromLocked(c.peer(), c)
 	}
 }

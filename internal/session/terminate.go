@@ -26,7 +26,7 @@ func (c *Conn) terminate(err error, pol EndPolicy) {
 	c.mu.Unlock()
 	if send {
 		c.t.stats.resetsSent.Add(1)
-		_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindRst, ConnID: c.remoteID, Aux: uint64(pol.Code)})
+		_ = c.t.sendCtl(c.peer(), stream.Header{Kind: stream.KindRst, ConnID: c.remoteID, Aux: uint64(pol.Code)})
 	}
 	c.t.removeConn(c)
 }
@@ -41,7 +41,7 @@ func (c *Conn) terminateLocked(err error, pol EndPolicy) (rst bool) {
 	if c.state.Phase == PhaseDone {
 		return false
 	}
-	rst = pol.TellsPeer(c.state, c.remoteID != 0 && c.peer != nil)
+	rst = pol.TellsPeer(c.state, c.remoteID != 0 && c.peer() != nil)
 	err = pol.Err(c.state, err)
 	c.keepLocked()
 	if buf := c.out.Drop(); buf != nil {

@@ -281,10 +281,10 @@ func (t *Transport) addConnLocked(c *Conn) {
 	}
 }
 
-// joinPeerLocked puts c, which has its id, on c.peer's conns. t.mu is held.
+// joinPeerLocked puts c, which has its id, on c.peer()'s conns. t.mu is held.
 func (t *Transport) joinPeerLocked(c *Conn) {
 	heldW(&t.mu, "joinPeerLocked needs Transport.mu")
-	p := c.peer
+	p := c.peer()
 	if len(p.conns) == 0 {
 		// Its silence while it had no conns says nothing: the
 		// keepalive clock starts now.
@@ -298,10 +298,10 @@ func (t *Transport) joinPeerLocked(c *Conn) {
 	p.ka = p.ka.tightest(c.keepAlive)
 }
 
-// leavePeerLocked takes c off c.peer's conns. t.mu is held.
+// leavePeerLocked takes c off c.peer()'s conns. t.mu is held.
 func (t *Transport) leavePeerLocked(c *Conn) {
 	heldW(&t.mu, "leavePeerLocked needs Transport.mu")
-	p := c.peer
+	p := c.peer()
 	if p == nil || p.conns[c.id] != c {
 		return
 	}

@@ -44,7 +44,7 @@ func unboundLocked(p *peer, now time.Time, probe, reset []*Conn) ([]*Conn, []*Co
 func (t *Transport) checkUnbound(probe, reset []*Conn) {
 	for _, c := range probe {
 		t.stats.pingsSent.Add(1)
-		_ = t.sendCtl(c.peer, stream.Header{Kind: stream.KindPing, ConnID: c.remoteID, Aux: c.id})
+		_ = t.sendCtl(c.peer(), stream.Header{Kind: stream.KindPing, ConnID: c.remoteID, Aux: c.id})
 	}
 	for _, c := range reset {
 		c.terminate(withDetail(ErrReset, "the dialer sent nothing for the conn within twice KeepAlive (%v)", 2*c.keepAlive.Idle),

@@ -36,10 +36,10 @@ func placement(t *testing.T, client, server []*testConn) (cs, ss []int) {
 	t.Helper()
 	for i := range client {
 		c, s := client[i], server[i]
-		require.Same(t, c.sh, c.peer.sh, "the dialed conn's peer is on its shard")
-		require.Same(t, s.sh, s.peer.sh, "the accepted conn's peer is on its shard")
-		require.Equal(t, string(s.sh.eng.Address()), c.peer.addr, "the dialer's conn goes to the listener's worker that carries it")
-		require.Equal(t, string(c.sh.eng.Address()), s.peer.addr, "the listener's conn goes to the dialer's worker that carries it")
+		require.Same(t, c.sh, c.peer().sh, "the dialed conn's peer is on its shard")
+		require.Same(t, s.sh, s.peer().sh, "the accepted conn's peer is on its shard")
+		require.Equal(t, string(s.sh.eng.Address()), c.peer().addr, "the dialer's conn goes to the listener's worker that carries it")
+		require.Equal(t, string(c.sh.eng.Address()), s.peer().addr, "the listener's conn goes to the dialer's worker that carries it")
 		cs, ss = append(cs, c.sh.idx), append(ss, s.sh.idx)
 	}
 	return cs, ss
@@ -288,7 +288,7 @@ func TestAttackConnectClaimsWorkers(t *testing.T) {
 	froms := map[*peer]uintptr{}
 	p.server.mu.RLock()
 	for _, s := range server {
-		froms[s.peer] = s.peer.from
+		froms[s.peer()] = s.peer().from
 	}
 	p.server.mu.RUnlock()
 	// Those claiming a worker bound on the server's first worker (where

@@ -18,7 +18,7 @@ import (
 )
 
 func (c *Conn) sendWindow(limit uint64) {
-	_ = c.t.sendCtl(c.peer, stream.Header{Kind: stream.KindWindow, ConnID: c.remoteID, Aux: limit})
+	_ = c.t.sendCtl(c.peer(), stream.Header{Kind: stream.KindWindow, ConnID: c.remoteID, Aux: limit})
 }
 
 // Write writes data to the stream. It returns once all of b is committed and
@@ -52,7 +52,7 @@ func (c *Conn) Write(b []byte, dl Deadline) (int, error) {
 		if err != nil || chunk == 0 {
 			return n, err
 		}
-		sp := c.peer.path(c.t)
+		sp := c.peer().path(c.t)
 		frame := min(c.frame, sp.Frame, sp.PeerLimit(c.peerSegs))
 		small := chunk <= min(frame, coalesceMax)/2
 		sent, err := c.sendChunk(sp, frame, small, !drained, b[n:n+chunk], dl)
@@ -141,7 +141,7 @@ var errBackedUp = errors.New("ucxnet: peer backed up")
 //   - the engine holds processBacklog, some of it for the peer.
 func (c *Conn) backedUp(sp SendPath, small bool, bl uint64) bool {
 	switch {
-	case c.peer.unflushed.Load() >= peerBufferMax/4 && c.sh.backlog() >= peerBufferMax:
+	case c.peer().unflushed.Load() >= peerBufferMax/4 && c.sh.backlog() >= peerBufferMax:
 		return true
 	case small && sp.Kind == PathSharedMemory && bl >= shmSmallBacklog:
 		return true
@@ -172,12 +172,12 @@ func (c *Conn) sendChunk(sp SendPath, frame int, small, gate bool, p []byte, dl 
 		c.framesSent(sent, frame)
 		return sent, err
 	}
-	sent, pending, err := c.t.send(c.peer, engine.Frames{Header: hb, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+	sent, pending, err := c.t.send(c.peer(), engine.Frames{Header: hb, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
 		Seq: c.seq, Data: p, Frame: frame})
 	if pending {
 		// UCX holds copies it could not send yet: count them against
 		// the peer's bound (sends done inline cost nothing there).
-		c.peer.unflushed.Add(int64(sent))
+		c.peer().unflushed.Add(int64(sent))
 	}
 	c.framesSent(sent, frame)
 	return sent, err
@@ -232,7 +232,7 @@ const processBacklog = 32 << 20
 // backlog returns what UCX holds in sends to c's peer that it could not
 // start.
 func (c *Conn) backlog() (n uint64) {
-	_ = c.peer.use(func(ep engine.EP) error {
+	_ = c.peer().use(func(ep engine.EP) error {
 		n = c.sh.eng.Backlog(ep)
 		return nil
 	})
@@ -245,10 +245,10 @@ func (c *Conn) backlog() (n uint64) {
 // Writes now return): a flush of a peer that died may never finish.
 // Called with c.wmu held.
 func (c *Conn) drainPeer(dl <-chan struct{}) error {
-	err := c.t.flush(c.peer, dl, c.closedCh, c.failedCh)
+	err := c.t.flush(c.peer(), dl, c.closedCh, c.failedCh)
 	switch {
 	case err == nil:
-		c.peer.unflushed.Store(0)
+		c.peer().unflushed.Store(0)
 	case err == errConnFailed:
 		c.mu.Lock()
 		err = c.werr
@@ -271,7 +271,7 @@ func (c *Conn) sendZeroCopy(hdr, p []byte, frame int, dl Deadline) (sent int, er
 	pin.Pin(&p[0])
 	defer pin.Unpin()
 	token, done := c.t.newOp()
-	sent, wait, err := c.t.send(c.peer, engine.Frames{Header: hdr, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+	sent, wait, err := c.t.send(c.peer(), engine.Frames{Header: hdr, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
 		Seq: c.seq, Data: p, Frame: frame, ZeroCopy: true, Token: token})
 	if !wait {
 		c.t.forgetOp(token)
@@ -319,7 +319,7 @@ func (c *Conn) waitZeroCopy(done <-chan error, dl Deadline) error {
 		}
 		if deadline.Closed(c.closedCh) || deadline.Closed(dl.Wait()) {
 			c.t.stats.stalledPeers.Add(1)
-			c.t.failPeer(c.peer, fmt.Sprintf("it did not drain a send for %v past the write deadline or close", zeroCopyGrace))
+			c.t.failPeer(c.peer(), fmt.Sprintf("it did not drain a send for %v past the write deadline or close", zeroCopyGrace))
 			return <-done
 		}
 	}
