@@ -8,7 +8,6 @@ package ucxnet
 // worker addresses.
 
 import (
-	"github.com/ucxnet/ucxnet/internal/cucx"
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/session"
@@ -39,18 +38,8 @@ func init() {
 		},
 		AddressRelease:    progress.AddressRelease,
 		ValidAddress:      progress.ValidAddress,
-		StripSharedMemory: stripSharedMemoryChecked,
+		StripSharedMemory: progress.StripSharedMemory,
 	})
-}
-
-// stripSharedMemoryChecked removes addr's shared-memory interfaces, once
-// addr passed the checks Connect runs (cucx.CheckTransports): an
-// interface forged as shared memory is refused, not quietly dropped.
-func stripSharedMemoryChecked(addr []byte) ([]byte, error) {
-	if err := cucx.CheckTransports(addr); err != nil {
-		return nil, err
-	}
-	return cucx.StripSharedMemory(addr)
 }
 
 // startUCX starts a UCX worker and its progress engine for cfg,

@@ -18,3 +18,14 @@ func AddressRelease(addr []byte) string { return cucx.AddressRelease(addr) }
 // ValidAddress reports whether addr is a packed worker address this build
 // can take (cucx.ValidateAddress).
 func ValidAddress(addr []byte) bool { return cucx.ValidateAddress(addr) == nil }
+
+// StripSharedMemory removes addr's shared-memory interfaces (posix, sysv,
+// cma, knem, xpmem), once addr passed the checks Connect runs
+// (cucx.CheckTransports): an interface forged as shared memory is
+// refused, not quietly dropped. Empty if nothing else is left.
+func StripSharedMemory(addr []byte) ([]byte, error) {
+	if err := cucx.CheckTransports(addr); err != nil {
+		return nil, err
+	}
+	return cucx.StripSharedMemory(addr)
+}

@@ -19,7 +19,8 @@ import (
 // internal/engine.
 const ucxnetEngineFile = "engine_ucx.go"
 
-// Package ucxnet reaches internal/progress through one file only.
+// Package ucxnet reaches internal/progress through one file only, and
+// the UCX binding (internal/cucx) never: progress wraps what it needs.
 func TestUCXNetImportsProgressOnce(t *testing.T) {
 	dir := filepath.Join(repoRoot(t), "ucxnet")
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -37,8 +38,11 @@ func TestUCXNetImportsProgressOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, imp := range f.Imports {
-			if p, _ := strconv.Unquote(imp.Path.Value); p == "github.com/ucxnet/ucxnet/internal/progress" {
+			switch p, _ := strconv.Unquote(imp.Path.Value); p {
+			case "github.com/ucxnet/ucxnet/internal/progress":
 				importers = append(importers, filepath.Base(path))
+			case "github.com/ucxnet/ucxnet/internal/cucx":
+				t.Errorf("%s imports internal/cucx; ucxnet reaches UCX through internal/progress", filepath.Base(path))
 			}
 		}
 	}
