@@ -48,7 +48,8 @@ const coalesceMax = 32 << 10
 // the worker. Called with c.wmu held.
 func (c *Conn) writeSmall(sp SendPath, hb, p []byte, frame int, gate bool) (sent int, done bool, err error) {
 	var pending, free bool
-	err = c.peer().use(func(ep engine.EP) (err error) {
+	peer := c.peer()
+	err = peer.use(func(ep engine.EP) (err error) {
 		bl := c.sh.eng.Backlog(ep)
 		if gate && c.backedUp(sp, true, bl) {
 			return errBackedUp
@@ -85,7 +86,7 @@ func (c *Conn) writeSmall(sp SendPath, hb, p []byte, frame int, gate bool) (sent
 		return 0, true, err
 	case free || err != nil:
 		if pending {
-			c.peer().unflushed.Add(int64(sent))
+			peer.unflushed.Add(int64(sent))
 		}
 		c.framesSent(sent, frame)
 		return sent, true, err

@@ -140,18 +140,19 @@ func (c *Conn) Transports() []string {
 	if c.lane != nil {
 		return []string{"tcp(kernel)"}
 	}
-	if p := c.peer().info.Load(); p != nil {
+	peer := c.peer()
+	if p := peer.info.Load(); p != nil {
 		return append([]string(nil), (*p)...)
 	}
 	var tl []string
-	_ = c.peer().use(func(ep engine.EP) error {
+	_ = peer.use(func(ep engine.EP) error {
 		tl = c.sh.eng.Stats(ep).Transports
 		return nil
 	})
 	if tl == nil {
 		return nil
 	}
-	c.peer().info.Store(&tl)
+	peer.info.Store(&tl)
 	return append([]string(nil), tl...)
 }
 

@@ -198,8 +198,9 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 		return
 	}
 	if h.Kind == stream.KindPing {
-		t.charge(c.peer(), now)
-		if h.Flags&stream.FlagReply == 0 && c.peer() != nil && !c.peer().allowPong(now) {
+		p := c.peer()
+		t.charge(p, now)
+		if h.Flags&stream.FlagReply == 0 && p != nil && !p.allowPong(now) {
 			return // over the peer's PING budget: not answered
 		}
 	}
@@ -209,9 +210,9 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 		// accepted from the listener.
 		t.markUCXFDs()
 		c.handleHandshake(h, ev.Data, ev.From)
-		if h.Kind == stream.KindAccept && c.peer() != nil && c.from == ev.From && t.lookup(h.ConnID) == c {
+		if p := c.peer(); h.Kind == stream.KindAccept && p != nil && c.from == ev.From && t.lookup(h.ConnID) == c {
 			t.mu.Lock()
-			t.noteFromLocked(c.peer(), c)
+			t.noteFromLocked(p, c)
 			t.mu.Unlock()
 		}
 		c.replayEarly()

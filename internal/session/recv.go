@@ -53,8 +53,8 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 			if id := c.loadRemoteID(); id != 0 {
 				_ = c.t.sendCtl(c.peer(), stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: id, Aux: h.Aux})
 			}
-		} else if c.peer() != nil {
-			c.peer().notePong(time.Now())
+		} else if p := c.peer(); p != nil {
+			p.notePong(time.Now())
 		}
 	}
 }

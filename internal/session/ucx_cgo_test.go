@@ -7,7 +7,6 @@ package session
 // Without cgo the tests run with the session's own binding, no UCX.
 
 import (
-	"github.com/ucxnet/ucxnet/internal/cucx"
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
@@ -40,14 +39,6 @@ func init() {
 		},
 		AddressRelease:    progress.AddressRelease,
 		ValidAddress:      progress.ValidAddress,
-		StripSharedMemory: stripSharedMemoryChecked,
+		StripSharedMemory: progress.StripSharedMemory,
 	})
-}
-
-// stripSharedMemoryChecked is ucxnet's (engine_ucx.go).
-func stripSharedMemoryChecked(addr []byte) ([]byte, error) {
-	if err := cucx.CheckTransports(addr); err != nil {
-		return nil, err
-	}
-	return cucx.StripSharedMemory(addr)
 }

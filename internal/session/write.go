@@ -172,12 +172,13 @@ func (c *Conn) sendChunk(sp SendPath, frame int, small, gate bool, p []byte, dl 
 		c.framesSent(sent, frame)
 		return sent, err
 	}
-	sent, pending, err := c.t.send(c.peer(), engine.Frames{Header: hb, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+	peer := c.peer()
+	sent, pending, err := c.t.send(peer, engine.Frames{Header: hb, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
 		Seq: c.seq, Data: p, Frame: frame})
 	if pending {
 		// UCX holds copies it could not send yet: count them against
 		// the peer's bound (sends done inline cost nothing there).
-		c.peer().unflushed.Add(int64(sent))
+		peer.unflushed.Add(int64(sent))
 	}
 	c.framesSent(sent, frame)
 	return sent, err
@@ -245,10 +246,11 @@ func (c *Conn) backlog() (n uint64) {
 // Writes now return): a flush of a peer that died may never finish.
 // Called with c.wmu held.
 func (c *Conn) drainPeer(dl <-chan struct{}) error {
-	err := c.t.flush(c.peer(), dl, c.closedCh, c.failedCh)
+	p := c.peer()
+	err := c.t.flush(p, dl, c.closedCh, c.failedCh)
 	switch {
 	case err == nil:
-		c.peer().unflushed.Store(0)
+		p.unflushed.Store(0)
 	case err == errConnFailed:
 		c.mu.Lock()
 		err = c.werr
