@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/ucxnet/ucxnet/internal/session"
+	"github.com/ucxnet/ucxnet/internal/ucxconf"
 )
 
 // Addr is a ucxnet address: a name in the registry, and for a conn's end
@@ -138,7 +139,7 @@ func CheckStatsDir(dir string) error { return session.CheckStatsDir(dir) }
 
 // EffectiveUCXDefaults returns the UCX settings ucxnet applies where the
 // environment sets none.
-func EffectiveUCXDefaults() map[string]string { return session.EffectiveUCXDefaults() }
+func EffectiveUCXDefaults() map[string]string { return ucxconf.EnvDefaults(UCX().Version) }
 
 // PeerCred returns the uid and pid of the process at the other end of a
 // Unix socket.
@@ -168,4 +169,4 @@ func Snapshots() []Snapshot {
 func StatsDir(cfgDir string) (string, error) { return session.StatsDir(cfgDir) }
 
 // UCX returns the UCX library in use.
-func UCX() UCXLibrary { return UCXLibrary(session.UCX()) }
+func UCX() UCXLibrary { return UCXLibrary(ucxLibrary()) }

@@ -5,7 +5,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/deadline"
 	"github.com/ucxnet/ucxnet/internal/session"
 )
 
@@ -18,14 +17,11 @@ import (
 // *net.OpError (Net "ucx", Source its LocalAddr, Addr its RemoteAddr),
 // except io.EOF. All methods are safe for concurrent use.
 type Conn struct {
-	s      *session.Conn
-	rd, wd deadline.Deadline // the UCX lane's deadlines; the TCP lane has its own
+	s session.Stream
 }
 
 // newConn returns the face of stream s.
-func newConn(s *session.Conn) *Conn {
-	return &Conn{s: s, rd: deadline.Make(), wd: deadline.Make()}
-}
+func newConn(s session.Stream) *Conn { return &Conn{s: s} }
 
 // opErr wraps a session error in a *net.OpError; nil and io.EOF stay.
 func (c *Conn) opErr(op string, err error) error {
@@ -38,7 +34,7 @@ func (c *Conn) opErr(op string, err error) error {
 // Read reads data from the conn. After the peer's Close or CloseWrite and
 // once everything it sent is read, Read returns io.EOF.
 func (c *Conn) Read(b []byte) (int, error) {
-	n, err := c.s.Read(b, &c.rd)
+	n, err := c.s.Read(b)
 	return n, c.opErr("read", err)
 }
 
@@ -57,7 +53,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 // of the conn's worker), as a write to a full socket buffer does; the
 // deadline is checked before each part is committed.
 func (c *Conn) Write(b []byte) (int, error) {
-	n, err := c.s.Write(b, &c.wd)
+	n, err := c.s.Write(b)
 	return n, c.opErr("write", err)
 }
 
@@ -94,34 +90,16 @@ func (c *Conn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
 	return c.opErr("set", c.s.SetKeepAliveConfig(cfg))
 }
 
-// setDeadline sets the read ("read"), write ("write") or both ("")
-// deadlines.
-func (c *Conn) setDeadline(which string, t time.Time) error {
-	if c.s.OnLane() {
-		return c.opErr("set", c.s.SetLaneDeadline(which, t))
-	}
-	if c.s.Closed() {
-		return c.opErr("set", net.ErrClosed)
-	}
-	if which != "write" {
-		c.rd.Set(t)
-	}
-	if which != "read" {
-		c.wd.Set(t)
-	}
-	return nil
-}
-
 // SetDeadline sets the read and write deadlines. After Close it returns
 // an error matching net.ErrClosed, as *net.TCPConn's does.
-func (c *Conn) SetDeadline(t time.Time) error { return c.setDeadline("", t) }
+func (c *Conn) SetDeadline(t time.Time) error { return c.opErr("set", c.s.SetDeadline(t)) }
 
 // SetReadDeadline sets the read deadline; it also interrupts a Read
 // already blocked.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.setDeadline("read", t) }
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.opErr("set", c.s.SetReadDeadline(t)) }
 
 // SetWriteDeadline sets the write deadline.
-func (c *Conn) SetWriteDeadline(t time.Time) error { return c.setDeadline("write", t) }
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.opErr("set", c.s.SetWriteDeadline(t)) }
 
 // LocalAddr returns the local address: the listener's name for an accepted
 // conn, the transport's name and conn id for a dialed one.
@@ -150,8 +128,8 @@ func (c *Conn) Transports() []string { return c.s.Transports() }
 // (*net.TCPConn).ReadFrom, so io.Copy from a file or socket keeps
 // sendfile and splice; on the UCX lane, a plain copy.
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
-	if c.s.OnLane() {
-		n, err := c.s.LaneReadFrom(r)
+	if rf, ok := c.s.(io.ReaderFrom); ok {
+		n, err := rf.ReadFrom(r)
 		return n, c.opErr("readfrom", err)
 	}
 	return io.Copy(writerOnly{c}, r)
@@ -161,8 +139,8 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 // (*net.TCPConn).WriteTo (splice to a socket or pipe); on the UCX lane, a
 // plain copy.
 func (c *Conn) WriteTo(w io.Writer) (int64, error) {
-	if c.s.OnLane() {
-		n, err := c.s.LaneWriteTo(w)
+	if wt, ok := c.s.(io.WriterTo); ok {
+		n, err := wt.WriteTo(w)
 		return n, c.opErr("writeto", err)
 	}
 	return io.Copy(w, readerOnly{c})

@@ -59,6 +59,13 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		return nil, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
 	}
 	sd := d.session()
+	if sd.Transport == nil {
+		dt, err := DefaultTransport()
+		if err != nil {
+			return nil, &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: err}
+		}
+		sd.Transport = dt.t
+	}
 	s, err := sd.DialStream(ctx, address)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: err}

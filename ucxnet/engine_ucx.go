@@ -1,13 +1,15 @@
 package ucxnet
 
 // The one file of ucxnet that reaches the UCX progress engine
-// (internal/progress): it hands the session (internal/session, which
-// imports no cgo package) what it needs of UCX: starting the engine,
+// (internal/progress): the binding NewTransport hands the session
+// (internal/session, which imports no cgo package): starting the engine,
 // telling it from the other engines (the in-memory one of tests, the
 // session's noUCX), and what it reads of the UCX library and of packed
 // worker addresses.
 
 import (
+	"sync"
+
 	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/progress"
 	"github.com/ucxnet/ucxnet/internal/session"
@@ -21,17 +23,20 @@ import (
 // forced.
 var ErrUnsupported = progress.ErrUnsupported
 
-func init() {
-	session.SetUCX(session.UCXBinding{
-		Start:       startUCX,
+// ucxBinding is what a transport uses of UCX: the progress engine and the
+// library loaded. The session starts engines with start unless it is nil.
+func ucxBinding(start session.StartEngine) session.UCXBinding {
+	if start == nil {
+		start = startUCX
+	}
+	return session.UCXBinding{
+		Start:       start,
 		Unsupported: ErrUnsupported,
 		IsUCX: func(eng engine.Engine) bool {
 			_, ok := eng.(*progress.Engine)
 			return ok
 		},
-		Library: func() session.UCXLibrary {
-			return session.UCXLibrary{Version: progress.Version(), BuiltFor: progress.BuildRelease(), Path: progress.LibraryPath()}
-		},
+		Library: ucxLibrary,
 		Offer: func(addr []byte) (session.AddressOffer, error) {
 			o, err := progress.Offer(addr)
 			return session.AddressOffer(o), err
@@ -39,8 +44,14 @@ func init() {
 		AddressRelease:    progress.AddressRelease,
 		ValidAddress:      progress.ValidAddress,
 		StripSharedMemory: progress.StripSharedMemory,
-	})
+	}
 }
+
+// ucxLibrary finds the library once: it cannot change in a process, and
+// finding its path reads /proc/self/maps.
+var ucxLibrary = sync.OnceValue(func() session.UCXLibrary {
+	return session.UCXLibrary{Version: progress.Version(), BuiltFor: progress.BuildRelease(), Path: progress.LibraryPath()}
+})
 
 // startUCX starts a UCX worker and its progress engine for cfg,
 // delivering to h; it fails with ErrUnsupported in a build without UCX.

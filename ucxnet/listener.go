@@ -80,6 +80,13 @@ func (lc *ListenConfig) Listen(ctx context.Context, network, name string) (net.L
 		name = registry.UniqueName() // here, so that an error names it
 	}
 	slc := lc.session()
+	if slc.Transport == nil {
+		dt, err := DefaultTransport()
+		if err != nil {
+			return nil, &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}
+		}
+		slc.Transport = dt.t
+	}
 	l, err := slc.Listen(ctx, name)
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}

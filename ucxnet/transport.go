@@ -19,13 +19,13 @@ type Transport struct {
 // NewTransport starts a transport: a UCP context per worker,
 // Config.Workers workers and their progress engines.
 func NewTransport(cfg Config) (*Transport, error) {
-	return newTransportOn(cfg, session.StartUCX)
+	return newTransportOn(cfg, nil)
 }
 
-// newTransportOn starts a transport whose engines start makes: UCX ones,
-// or the in-memory ones of tests.
+// newTransportOn starts a transport whose engines start makes: UCX ones
+// (nil), or the in-memory ones of tests.
 func newTransportOn(cfg Config, start session.StartEngine) (*Transport, error) {
-	t, err := session.NewTransport(session.Config(cfg), start)
+	t, err := session.NewTransport(session.Config(cfg), ucxBinding(start))
 	if err != nil {
 		return nil, err
 	}
@@ -41,12 +41,7 @@ var (
 // DefaultTransport returns the process-wide transport that the
 // package-level functions use, starting it on first use.
 func DefaultTransport() (*Transport, error) {
-	defaultOnce.Do(func() {
-		var t *session.Transport
-		if t, defaultErr = session.DefaultTransport(); defaultErr == nil {
-			defaultT = &Transport{t: t}
-		}
-	})
+	defaultOnce.Do(func() { defaultT, defaultErr = NewTransport(Config{}) })
 	return defaultT, defaultErr
 }
 

@@ -1,7 +1,7 @@
 package session
 
-// Tests that perform the attacks of the hostile-peer review (tracker issue
-// 12), one or more per finding. Each asserts that the process survives,
+// Tests that perform the attacks of the hostile-peer reviews, one or more
+// per finding. Each asserts that the process survives,
 // memory stays bounded and honest conns are unharmed.
 
 import (

@@ -98,7 +98,7 @@ func (c *Conn) writeSmall(sp SendPath, hb, p []byte, frame int, gate bool) (sent
 // send once the peer has caught up (the engine busy or backed up), and
 // queues it. Called with c.wmu held.
 func (c *Conn) openOut(hb, p []byte, frame int) {
-	c.out.Open(hb, c.seq, min(frame, coalesceMax), c.t.getOutBuf(len(p)), p)
+	c.out.Open(hb, c.seq, min(frame, coalesceMax), c.t.outBufs.get(len(p)), p)
 	c.seq++
 	c.t.stats.queuedWrites.Add(1)
 	c.sh.queueOut(c)
@@ -123,22 +123,25 @@ func (c *Conn) appendOut(p []byte, frame int) (appended, open bool) {
 	}
 }
 
-// getOutBuf returns a buffer for an open frame whose first write is n
+// frameBufs recycles open frames' buffers.
+type frameBufs struct{ BufPool }
+
+// get returns a buffer for an open frame whose first write is n
 // bytes: a recycled full-size one, else one sized for a few such writes
 // (append grows it), so that many conns each queueing a small message
 // do not each take coalesceMax bytes.
-func (t *Transport) getOutBuf(n int) []byte {
-	if b := t.outBufs.Get(); b != nil {
+func (fb *frameBufs) get(n int) []byte {
+	if b := fb.Get(); b != nil {
 		return b
 	}
 	return make([]byte, 0, min(coalesceMax, max(4*n, 4<<10)))
 }
 
-// putOutBuf recycles an open frame's buffer, if it grew to full size (at
+// put recycles an open frame's buffer, if it grew to full size (at
 // most maxOutBufs are kept: the idle cost of a busy moment stays bounded).
-func (t *Transport) putOutBuf(b []byte) {
+func (fb *frameBufs) put(b []byte) {
 	if cap(b) >= coalesceMax {
-		t.outBufs.Put(b)
+		fb.Put(b)
 	}
 }
 
@@ -327,7 +330,7 @@ func (s *shard) sendOut(w engine.Worker, c *Conn, closing bool) {
 			s.outFailed(c, withDetail(ErrReset, "%v", err))
 		}
 	}
-	s.t.putOutBuf(buf)
+	s.t.outBufs.put(buf)
 }
 
 // outFailed records that c's open frame was lost (err): its stream has a
@@ -361,7 +364,7 @@ func (s *shard) resetFailed() {
 
 // send sends f on p's endpoint, holding the worker of p's shard (after
 // the queued frames: acquire).
-func (t *Transport) send(p *peer, f engine.Frames) (sent int, pending bool, err error) {
+func (p *peer) send(f engine.Frames) (sent int, pending bool, err error) {
 	s := p.sh
 	err = p.use(func(ep engine.EP) (err error) {
 		w := s.acquire()

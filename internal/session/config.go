@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/stream"
-	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -69,11 +68,6 @@ func envDuration(name string, dflt time.Duration) time.Duration {
 	}
 	return dflt
 }
-
-// EffectiveUCXDefaults returns the UCX settings ucxnet applies on top of
-// the environment (those the environment does not set itself), named as
-// UCX_* environment variables that would set them.
-func EffectiveUCXDefaults() map[string]string { return ucxconf.EnvDefaults(UCX().Version) }
 
 // withDefaults returns cfg with its zero fields set to the defaults (or
 // the environment's values) and its bounds applied, as a Transport runs it.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/ucxnet/ucxnet/internal/deadline"
 	"github.com/ucxnet/ucxnet/internal/engine"
-	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
@@ -31,13 +30,11 @@ type Conn struct {
 	peerSegs SegLimits // largest frames the peer receives as one UCX message
 	laddr    Addr
 	raddr    Addr
-	dialDone chan struct{} // closed when a dial is answered
 	// keepAlive is how long the conn's peer may stay silent (Dialer and
 	// ListenConfig KeepAlive, else Config.KeepAlive; SetKeepAlive): set
 	// before the conn enters the conn table, then under Transport.mu.
 	keepAlive KeepAlive
-	dialed    bool       // made by Dial (set under Transport.mu when attached)
-	auth      *authState // pre-shared-key handshake state, if any
+	dialed    bool // made by Dial (set under Transport.mu when attached)
 	// sh is the shard the conn is on: its frames come and go through that
 	// shard's engine. Set before the conn is in the conn table.
 	sh *shard
@@ -47,21 +44,11 @@ type Conn struct {
 	// dropped. Engine goroutine of sh only.
 	from uintptr
 	// learnFrom: an accepted conn not bound yet; the first frame for it
-	// sets from (Transport.learnFrom). Engine goroutine of sh only, as is
+	// sets from (shard.learnFrom). Engine goroutine of sh only, as is
 	// unboundProbed: the keepalive sweep sent it a PING of its own while
 	// unbound (unbound.go).
 	learnFrom, unboundProbed bool
-	// workers: both sides run several workers (stream.FeatureWorkers):
-	// the ACCEPT names the listener's worker that carries the conn. Set
-	// before the conn is in the conn table.
-	workers bool
-	// early holds frames that came before the ACCEPT (engine goroutine).
-	early Early
-	// connect is what an accepted conn keeps of the CONNECT that made it,
-	// to answer it again if it is repeated (resend.go). Set under
-	// Transport.mu once the conn is in the conn table; the pointer is
-	// then read-only, what it points to is under Transport.mu.
-	connect *connectOf
+	hs                       handshake // its opening (handshake.go)
 
 	mu    sync.Mutex
 	state State   // its phase and which halves are shut
@@ -84,10 +71,9 @@ type Conn struct {
 	wmu      sync.Mutex    // serializes writers and the FIN after them
 	seq      uint64        // next sequence number to send (under wmu)
 	out      Cork          // small writes queued while the engine was busy
-	// The kernel-TCP lane (tcpconn.go): when lane is set, every method
-	// delegates to its *net.TCPConn. laneWhy says why the lane was chosen.
-	lane    *lane.Conn
-	laneWhy string
+	// laneWhy says why the UCX lane was chosen (Lane).
+	laneWhy   string
+	deadlines // Read's and Write's
 
 	// dataHdr is the DATA header Write hands the engine (under wmu): a
 	// field, not a local, so that it costs no allocation per write.
@@ -107,7 +93,6 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 		peerSegs:  PeerSegLimits(stream.Hello{}), // until the peer's Hello says more
 		laddr:     laddr,
 		raddr:     raddr,
-		dialDone:  make(chan struct{}),
 		in:        NewInbound(uint32(min(window, t.cfg.Window)), t.holdMin, &t.readBufs),
 		rcond:     make(chan struct{}),
 		wcond:     make(chan struct{}),
@@ -118,6 +103,8 @@ func newConn(t *Transport, p *peer, laddr, raddr Addr, window int) *Conn {
 		keepAlive: keepAliveOf(t.cfg.KeepAlive),
 		born:      time.Now(),
 	}
+	c.hs = handshake{c: c, dialDone: make(chan struct{})}
+	c.deadlines = deadlines{rd: deadline.Make(), wd: deadline.Make(), closed: c.closedCh}
 	c.peerAt.Store(p)
 	return c
 }
@@ -137,9 +124,6 @@ func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
 // endpoint, e.g. ["posix/memory", "cma/memory"] or ["tcp/lo"] or
 // ["rc_mlx5/mlx5_0:1"]: the answer to "am I on RDMA?".
 func (c *Conn) Transports() []string {
-	if c.lane != nil {
-		return []string{"tcp(kernel)"}
-	}
 	peer := c.peer()
 	if p := peer.info.Load(); p != nil {
 		return append([]string(nil), (*p)...)
@@ -180,25 +164,58 @@ func (c *Conn) waitLocked(cond chan struct{}, waiting *int, dl <-chan struct{}) 
 	*waiting--
 }
 
-// Deadline is a stream Read's or Write's deadline as the face keeps it
-// (internal/deadline's Deadline): Wait returns a channel that closes when
-// the deadline passes, and a new, open one once a passed deadline is
-// moved on. A stream asks for the channel each time it checks or waits,
-// so that a deadline moved meanwhile counts. Wait must not block: it is
-// called with the stream's lock held.
+// Deadline is a stream Read's or Write's deadline (internal/deadline's
+// Deadline): Wait returns a channel that closes when the deadline passes,
+// and a new, open one once a passed deadline is moved on. A stream asks
+// for the channel each time it checks or waits, so that a deadline moved
+// meanwhile counts. Wait must not block: it is called with the stream's
+// lock held.
 type Deadline interface {
 	Wait() <-chan struct{}
 }
 
-// Read reads data from the stream, waiting until some is there, dl passes
-// (os.ErrDeadlineExceeded) or the stream is closed (net.ErrClosed). After
-// the peer's Close or CloseWrite and once everything it sent is read,
-// Read returns io.EOF. On the kernel-TCP lane dl is not used: the lane
-// conn's own deadlines (SetLaneDeadline) bound it.
-func (c *Conn) Read(b []byte, dl Deadline) (int, error) {
-	if c.lane != nil {
-		return c.laneRead(b)
+// deadlines are a UCX stream's read and write deadlines.
+type deadlines struct {
+	rd, wd deadline.Deadline
+	closed <-chan struct{} // the stream's closedCh
+}
+
+// SetDeadline sets the read and write deadlines; after Close it fails
+// with net.ErrClosed, as *net.TCPConn's does.
+func (d *deadlines) SetDeadline(t time.Time) error {
+	if deadline.Closed(d.closed) {
+		return net.ErrClosed
 	}
+	d.rd.Set(t)
+	d.wd.Set(t)
+	return nil
+}
+
+// SetReadDeadline sets the read deadline; it also interrupts a Read
+// already blocked.
+func (d *deadlines) SetReadDeadline(t time.Time) error {
+	if deadline.Closed(d.closed) {
+		return net.ErrClosed
+	}
+	d.rd.Set(t)
+	return nil
+}
+
+// SetWriteDeadline sets the write deadline.
+func (d *deadlines) SetWriteDeadline(t time.Time) error {
+	if deadline.Closed(d.closed) {
+		return net.ErrClosed
+	}
+	d.wd.Set(t)
+	return nil
+}
+
+// Read reads data from the stream, waiting until some is there, the read
+// deadline passes (os.ErrDeadlineExceeded) or the stream is closed
+// (net.ErrClosed). After the peer's Close or CloseWrite and once
+// everything it sent is read, Read returns io.EOF.
+func (c *Conn) Read(b []byte) (int, error) {
+	dl := &c.rd
 	c.mu.Lock()
 	for {
 		if c.state.Closed {
@@ -248,11 +265,10 @@ func (c *Conn) Read(b []byte, dl Deadline) (int, error) {
 }
 
 // accepted grows an accepted conn's receive window from preAcceptWindow
-// to the transport's Window once Accept hands it to the application.
+// to the transport's Window once Accept hands it to the application, and
+// marks the descriptors UCX made for it close-on-exec (sweepUCXFDs).
 func (c *Conn) accepted() {
-	if c.lane != nil {
-		return
-	}
+	c.t.sweepUCXFDs()
 	c.mu.Lock()
 	limit, send := c.in.Resize(uint32(c.t.cfg.Window))
 	open := c.state.WindowOpen()
@@ -272,9 +288,6 @@ func (c *Conn) Closed() bool { return deadline.Closed(c.closedCh) }
 // sees ECONNRESET, not EOF (a proxy passes on a reset this way). sec > 0:
 // as the default, waiting up to sec seconds.
 func (c *Conn) SetLinger(sec int) error {
-	if c.lane != nil {
-		return laneErr(c.lane.TC.SetLinger(sec))
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state.Closed {
@@ -294,9 +307,6 @@ func (c *Conn) SetLinger(sec int) error {
 // CloseWrite shuts down the writing side: the peer reads what was written,
 // then io.EOF. Reading goes on.
 func (c *Conn) CloseWrite() error {
-	if c.lane != nil {
-		return laneErr(c.lane.CloseWrite())
-	}
 	c.mu.Lock()
 	if c.state.Closed {
 		c.mu.Unlock()
@@ -328,7 +338,7 @@ func (c *Conn) sendFin() error {
 	}
 	c.state.FinOut = true
 	c.mu.Unlock()
-	err := c.t.sendCtl(c.peer(), stream.Header{Kind: stream.KindFin, ConnID: c.remoteID, Seq: c.seq})
+	err := c.peer().sendCtl(stream.Header{Kind: stream.KindFin, ConnID: c.remoteID, Seq: c.seq})
 	c.seq++
 	if err != nil {
 		return withDetail(ErrReset, "%v", err)
@@ -342,9 +352,6 @@ func (c *Conn) sendFin() error {
 // does). Blocked Read and Write
 // calls return net.ErrClosed.
 func (c *Conn) Close() error {
-	if c.lane != nil {
-		return c.laneClose()
-	}
 	c.mu.Lock()
 	if c.state.Closed {
 		c.mu.Unlock()
@@ -373,7 +380,7 @@ func (c *Conn) Close() error {
 		// Like SO_LINGER: wait (bounded) until UCX has handed what we
 		// sent to the transport, so that a process exiting right after
 		// Close does not take unsent frames with it.
-		_ = c.t.flushWithin(c.peer(), linger)
+		_ = c.peer().flushWithin(linger)
 	}
 	c.mu.Lock()
 	// The peer's FIN may have come at any point since closed was set: the
@@ -393,3 +400,61 @@ func (c *Conn) Close() error {
 	// or failure) arrives; data arriving meanwhile is answered with RST.
 	return err
 }
+
+// Lane returns the lane the conn runs on — "ucx" or "tcp" (a kernel TCP
+// connection) — and why it was chosen, e.g. "kernel tcp: no UCX transport
+// better than tcp to this peer" or "same host: shared memory".
+func (c *Conn) Lane() (name, reason string) {
+	if c.laneWhy == "" {
+		return LaneUCX, reasonAcceptedUCX
+	}
+	return LaneUCX, c.laneWhy
+}
+
+// Stats returns a snapshot of the conn's statistics. It takes the conn's
+// lock briefly and never blocks on the network.
+func (c *Conn) Stats() ConnStats {
+	name, why := c.Lane()
+	s := ConnStats{
+		ID: c.id, Lane: name, LaneReason: why, Transports: c.Transports(),
+		BytesIn: c.cnt.bytesIn.Load(), BytesOut: c.cnt.bytesOut.Load(),
+		FramesIn: c.cnt.framesIn.Load(), FramesOut: c.cnt.framesOut.Load(),
+		Age: time.Since(c.born),
+	}
+	if p := c.peer(); p != nil {
+		s.RTT = time.Duration(p.rtt.Load())
+	}
+	c.mu.Lock()
+	s.Local, s.Remote, s.Dialed = c.laddr.String(), c.raddr.String(), c.dialed
+	s.State = stateName(c.state, c.rerr != nil)
+	s.SendWindow = uint64(max(c.swin.Available(), 0))
+	s.RecvWindow = uint64(c.in.Size())
+	s.Unread = uint64(c.in.Buffered())
+	c.mu.Unlock()
+	s.Queued = uint64(c.out.Queued())
+	return s
+}
+
+// loadRemoteID returns c.remoteID, taking c.mu: the caller must not hold
+// c.mu (it may hold t.mu, which comes first).
+func (c *Conn) loadRemoteID() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.remoteID
+}
+
+// ReadState says what a Read would find now, without blocking: data
+// waiting (or a conn already closed here), or the peer's end (its FIN or a
+// reset) with nothing left before it. A UCX-lane conn's SyscallConn
+// answers a pool's health check with it.
+func (c *Conn) ReadState() (data, ended bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.in.Buffered() > 0 {
+		return true, false
+	}
+	return false, c.state.Finished() || c.rerr != nil
+}
+
+// LaneSocket returns nil: a UCX stream has no socket of its own.
+func (c *Conn) LaneSocket() *net.TCPConn { return nil }

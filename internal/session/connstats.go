@@ -3,7 +3,6 @@ package session
 // Per-conn statistics: Conn.Stats and Transport.Conns.
 
 import (
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -52,38 +51,6 @@ type ConnStats struct {
 	RTT        time.Duration `json:"rtt_ns"`
 }
 
-// Stats returns a snapshot of the conn's statistics. It takes the conn's
-// lock briefly and never blocks on the network.
-func (c *Conn) Stats() ConnStats {
-	name, why := c.Lane()
-	s := ConnStats{
-		ID: c.id, Lane: name, LaneReason: why, Transports: c.Transports(),
-		BytesIn: c.cnt.bytesIn.Load(), BytesOut: c.cnt.bytesOut.Load(),
-		FramesIn: c.cnt.framesIn.Load(), FramesOut: c.cnt.framesOut.Load(),
-		Age: time.Since(c.born),
-	}
-	if c.lane != nil {
-		s.Local, s.Remote, s.Dialed = c.laddr.String(), c.raddr.String(), c.dialed
-		rtt, closed := lane.Info(c.lane.TC)
-		s.RTT = rtt
-		s.BytesIn, s.BytesOut = c.laneBytes()
-		s.State = laneState(c.lane, closed)
-		return s
-	}
-	if p := c.peer(); p != nil {
-		s.RTT = time.Duration(p.rtt.Load())
-	}
-	c.mu.Lock()
-	s.Local, s.Remote, s.Dialed = c.laddr.String(), c.raddr.String(), c.dialed
-	s.State = stateName(c.state, c.rerr != nil)
-	s.SendWindow = uint64(max(c.swin.Available(), 0))
-	s.RecvWindow = uint64(c.in.Size())
-	s.Unread = uint64(c.in.Buffered())
-	c.mu.Unlock()
-	s.Queued = uint64(c.out.Queued())
-	return s
-}
-
 // stateName names a conn's state (State) for ConnStats; failed:
 // the conn ended with an error.
 func stateName(s State, failed bool) string {
@@ -125,32 +92,6 @@ func laneState(tl *lane.Conn, closed bool) string {
 		return ConnReadClosed
 	}
 	return ConnOpen
-}
-
-// Conns returns a snapshot of every conn of the transport: dialing,
-// waiting for Accept, open, or closed and waiting for the peer's FIN.
-// Conns that are finished (both sides closed, reset or failed) are not
-// listed. The oldest come first.
-func (t *Transport) Conns() []ConnStats {
-	t.mu.RLock()
-	cs := make([]*Conn, 0, len(t.conns))
-	for _, c := range t.conns {
-		cs = append(cs, c)
-	}
-	t.mu.RUnlock()
-	t.lanes.mu.Lock()
-	for c := range t.lanes.conns {
-		cs = append(cs, c)
-	}
-	t.lanes.mu.Unlock()
-	// By birth, not by the ages Stats computes one after the other: a
-	// conn's age read later can pass an older conn's read earlier.
-	slices.SortStableFunc(cs, func(a, b *Conn) int { return a.born.Compare(b.born) })
-	out := make([]ConnStats, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, c.Stats())
-	}
-	return out
 }
 
 // notePong records the round trip of the peer's answer to our last PING

@@ -72,10 +72,10 @@ func TestConnStatsCounts(t *testing.T) {
 					host string
 					id   uint64
 				}{
-					{c.LocalAddr(), p.client.Name(), cc.id},
-					{c.RemoteAddr(), p.ln.Addr().String(), sc.id},
-					{s.LocalAddr(), p.ln.Addr().String(), sc.id},
-					{s.RemoteAddr(), p.client.Name(), cc.id},
+					{c.LocalAddr(), p.client.Name(), cs.ID},
+					{c.RemoteAddr(), p.ln.Addr().String(), ss.ID},
+					{s.LocalAddr(), p.ln.Addr().String(), ss.ID},
+					{s.RemoteAddr(), p.client.Name(), cs.ID},
 				} {
 					host, port, err := net.SplitHostPort(tc.a.String())
 					require.NoError(t, err, tc.a.String())
@@ -119,14 +119,14 @@ func TestTransportConns(t *testing.T) {
 					}
 					return out
 				}
-				require.ElementsMatch(t, []uint64{c1.(*testConn).id, c2.(*testConn).id}, ids(p.client))
-				require.ElementsMatch(t, []uint64{s1.(*testConn).id, s2.(*testConn).id}, ids(p.server))
-				require.Equal(t, c1.(*testConn).id, p.client.Conns()[0].ID, "oldest first")
+				require.ElementsMatch(t, []uint64{c1.(*testConn).Stats().ID, c2.(*testConn).Stats().ID}, ids(p.client))
+				require.ElementsMatch(t, []uint64{s1.(*testConn).Stats().ID, s2.(*testConn).Stats().ID}, ids(p.server))
+				require.Equal(t, c1.(*testConn).Stats().ID, p.client.Conns()[0].ID, "oldest first")
 
 				c1.Close()
 				s1.Close()
 				require.Eventually(t, func() bool { return len(ids(p.client)) == 1 && len(ids(p.server)) == 1 }, 10*time.Second, 5*time.Millisecond)
-				require.Equal(t, []uint64{c2.(*testConn).id}, ids(p.client))
+				require.Equal(t, []uint64{c2.(*testConn).Stats().ID}, ids(p.client))
 				c2.Close()
 				s2.Close()
 				require.Eventually(t, func() bool { return len(ids(p.client)) == 0 && len(ids(p.server)) == 0 }, 10*time.Second, 5*time.Millisecond)

@@ -36,13 +36,10 @@ type Dialer struct {
 // syscall.ECONNREFUSED; a dial that runs out of time fails with a timeout
 // error matching context.DeadlineExceeded, as the net package's does. Its
 // errors are bare (the face wraps them in a *net.OpError).
-func (d *Dialer) DialStream(ctx context.Context, address string) (*Conn, error) {
+func (d *Dialer) DialStream(ctx context.Context, address string) (Stream, error) {
 	t := d.Transport
 	if t == nil {
-		var err error
-		if t, err = DefaultTransport(); err != nil {
-			return nil, err
-		}
+		return nil, errNoTransport
 	}
 	psk, err := resolvePSK(d.PSK)
 	if err != nil {
@@ -67,7 +64,7 @@ func (d *Dialer) DialStream(ctx context.Context, address string) (*Conn, error) 
 
 // dialName resolves address and dials its listener on the lane t picks
 // for it: kernel TCP where UCX would only have tcp.
-func (d *Dialer) dialName(ctx context.Context, t *Transport, address string, psk []byte) (*Conn, error) {
+func (d *Dialer) dialName(ctx context.Context, t *Transport, address string, psk []byte) (Stream, error) {
 	e, err := t.resolve(ctx, address)
 	if err != nil {
 		return nil, err
@@ -75,20 +72,20 @@ func (d *Dialer) dialName(ctx context.Context, t *Transport, address string, psk
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ch, eps := t.laneFor(e)
+	ch, eps := t.policy.decide(e)
 	if err := laneRefused(ch); err != nil {
 		return nil, err
 	}
-	t.logEvent(slog.LevelDebug, "ucxnet: dial", "to", e.Name, "lane", ch.Lane, "reason", ch.Reason)
+	t.log.event(slog.LevelDebug, "ucxnet: dial", "to", e.Name, "lane", ch.Lane, "reason", ch.Reason)
 	return d.dialLane(ctx, t, e, ch, eps, psk)
 }
 
 // dialLane dials e on the lane ch chose. A kernel-TCP dial whose TCP
 // connection fails (laneDown: refused, reset, or silent for half the time
 // left) takes the UCX lane when ch allows it; a listener's refusal stays.
-func (d *Dialer) dialLane(ctx context.Context, t *Transport, e registry.Entry, ch lane.Choice, eps []netip.AddrPort, psk []byte) (*Conn, error) {
+func (d *Dialer) dialLane(ctx context.Context, t *Transport, e registry.Entry, ch lane.Choice, eps []netip.AddrPort, psk []byte) (Stream, error) {
 	if ch.Lane != LaneTCP {
-		return d.dialUCX(ctx, t, e, ch.Reason, psk)
+		return ucxStream(d.dialUCX(ctx, t, e, ch.Reason, psk))
 	}
 	ka := t.cfg.KeepAlive
 	if d.KeepAlive != 0 {
@@ -101,12 +98,15 @@ func (d *Dialer) dialLane(ctx context.Context, t *Transport, e registry.Entry, c
 	c, err := t.dialTCP(tctx, e, eps, psk, Addr{Name: e.Name}, ch.Reason, ka)
 	silent := tctx.Err() != nil
 	cancel()
-	var down laneDown
-	if err == nil || !ch.Fallback || ctx.Err() != nil || !errors.As(err, &down) && !silent {
-		return c, err
+	if err == nil {
+		return c, nil
 	}
-	t.logEvent(slog.LevelInfo, "ucxnet: the kernel tcp lane failed; dialing over UCX", "to", e.Name, "err", err)
-	return d.dialUCX(ctx, t, e, lane.ReasonFallback+" ("+err.Error()+")", psk)
+	var down laneDown
+	if !ch.Fallback || ctx.Err() != nil || !errors.As(err, &down) && !silent {
+		return nil, err
+	}
+	t.log.event(slog.LevelInfo, "ucxnet: the kernel tcp lane failed; dialing over UCX", "to", e.Name, "err", err)
+	return ucxStream(d.dialUCX(ctx, t, e, lane.ReasonFallback+" ("+err.Error()+")", psk))
 }
 
 // dialUCX dials e's listener over UCX: it attaches a new conn to e's
@@ -114,28 +114,28 @@ func (d *Dialer) dialLane(ctx context.Context, t *Transport, e registry.Entry, c
 func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, why string, psk []byte) (*Conn, error) {
 	c := newConn(t, nil, Addr{}, Addr{Name: e.Name}, t.cfg.Window)
 	c.sh = t.dialShard()
-	c.workers = t.multi()
+	c.hs.workers = t.multi()
 	c.laneWhy = why
 	if d.KeepAlive != 0 {
 		c.keepAlive = keepAliveOf(d.KeepAlive)
 	}
-	c.auth = newDialAuth(psk, e.Name)
-	if why := t.releaseClash(e); why != "" {
+	c.hs.auth = newDialAuth(psk, e.Name)
+	if why := t.policy.releaseClash(e); why != "" {
 		return nil, withDetail(ErrRefused, "%s", why)
 	}
-	t.ensureChan(ctx, e.Address)
-	c.laneWhy = joinWhy(c.laneWhy, t.shmWhyNot(e.Address))
+	t.kc.ensure(ctx, e.Address)
+	c.laneWhy = joinWhy(c.laneWhy, t.kc.shmWhyNot(e.Address))
 	if err := t.attach(e.Address, c, true, nil, 0); err != nil {
 		if err == ErrTransportClosed {
 			return nil, err
 		}
-		return nil, withDetail(ErrRefused, "%v%s", err, releasePair(e))
+		return nil, withDetail(ErrRefused, "%v%s", err, t.releasePair(e))
 	}
-	if err := t.sendConnect(c, e.Name); err != nil {
+	if err := c.hs.sendConnect(e.Name); err != nil {
 		c.terminate(err, EndQuiet)
 		return nil, withDetail(ErrRefused, "sending CONNECT: %v", err)
 	}
-	c, err := c.awaitAnswer(ctx, e)
+	c, err := c.hs.awaitAnswer(ctx, e)
 	if err == nil {
 		t.sweepUCXFDs()
 	}
@@ -143,7 +143,8 @@ func (d *Dialer) dialUCX(ctx context.Context, t *Transport, e registry.Entry, wh
 }
 
 // answered returns what c's dial got, once its answer came.
-func (c *Conn) answered() (*Conn, error) {
+func (hs *handshake) answered() (*Conn, error) {
+	c := hs.c
 	c.mu.Lock()
 	derr := c.dErr
 	c.mu.Unlock()
@@ -159,7 +160,8 @@ func (c *Conn) answered() (*Conn, error) {
 // answer within answerWait (time for UCX to wire up a first endpoint
 // too) means its process is gone (a killed process over shared memory can
 // look alive to UCX).
-func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error) {
+func (hs *handshake) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error) {
+	c := hs.c
 	var noAnswer <-chan time.Time
 	wait := answerWait(c.keepAlive)
 	if wait > 0 {
@@ -174,25 +176,25 @@ func (c *Conn) awaitAnswer(ctx context.Context, e registry.Entry) (*Conn, error)
 	unanswered := false
 	for n := 0; giveUp == nil; n++ {
 		select {
-		case <-c.dialDone:
-			return c.answered()
+		case <-c.hs.dialDone:
+			return c.hs.answered()
 		case <-ctx.Done():
 			giveUp = ctx.Err()
 		case <-noAnswer:
 			unanswered = true
-			giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, wait, releasePair(e))
+			giveUp = withDetail(ErrRefused, "no answer from listener %q within %v%s", e.Name, wait, c.t.releasePair(e))
 		case <-c.t.closing:
 			c.terminate(ErrTransportClosed, EndQuiet)
 			return nil, ErrTransportClosed
 		case <-resend.C:
-			c.resendConnect(e.Name, n)
+			c.hs.resendConnect(e.Name, n)
 			rto = min(2*rto, maxConnectRTO)
 			resend.Reset(rto)
 		}
 	}
-	c.abandonDial()
+	c.hs.abandonDial()
 	if unanswered {
-		c.t.markUnanswered(c)
+		c.hs.markUnanswered()
 	}
 	return nil, giveUp
 }
@@ -214,10 +216,11 @@ func answerWait(k KeepAlive) time.Duration {
 // abandonDial gives up on c's dial: a conn answered meanwhile is closed;
 // else c is abandoned, its answer, if one comes, reset, and c removed after
 // abandonedTTL rather than kept waiting for it forever.
-func (c *Conn) abandonDial() {
+func (hs *handshake) abandonDial() {
+	c := hs.c
 	c.mu.Lock()
 	select {
-	case <-c.dialDone: // answered meanwhile
+	case <-c.hs.dialDone: // answered meanwhile
 		derr := c.dErr
 		c.mu.Unlock()
 		if derr == nil {

@@ -15,9 +15,9 @@ import (
 )
 
 // sendCtl sends a header-only frame to p.
-func (t *Transport) sendCtl(p *peer, h stream.Header) error {
+func (p *peer) sendCtl(h stream.Header) error {
 	hb := h.Bytes()
-	_, _, err := t.send(p, engine.Frames{Header: hb[:]})
+	_, _, err := p.send(engine.Frames{Header: hb[:]})
 	return err
 }
 
@@ -34,11 +34,12 @@ func (h engineHandler) HandleEvents(evs []engine.Event) {
 		h.s.owner.enter()
 		defer h.s.owner.exit()
 	}
-	h.s.t.handleEvents(h.s, evs)
+	h.s.handleEvents(evs)
 }
 
 // handleEvents handles a batch of events of shard s's engine.
-func (t *Transport) handleEvents(s *shard, evs []engine.Event) {
+func (s *shard) handleEvents(evs []engine.Event) {
+	t := s.t
 	now := time.Now().UnixNano() // one clock read per batch, for liveness
 	frames := false
 	for i := range evs {
@@ -46,18 +47,18 @@ func (t *Transport) handleEvents(s *shard, evs []engine.Event) {
 		switch ev.Kind {
 		case engine.Frame:
 			frames = true
-			t.handleFrame(s, ev, now)
+			s.handleFrame(ev, now)
 		case engine.EPError:
-			t.handleEPError(s, ev.EP, ev.Err)
+			s.handleEPError(ev.EP, ev.Err)
 		case engine.Done:
-			t.opDone(ev.Token, ev.Err)
+			t.ops.done(ev.Token, ev.Err)
 		case engine.Tick:
 			s.tickAll(time.Unix(0, now))
 		case engine.Writable:
 			s.resetFailed()
 			s.reapGone(frames)
 		default:
-			t.handleBad(s, ev)
+			s.handleBad(ev)
 		}
 	}
 	// Frames queued while the batch came in, or kept for a backed-up
@@ -74,9 +75,9 @@ func (t *Transport) handleEvents(s *shard, evs []engine.Event) {
 // (fdSweep) ride on the engine's wake-ups, and frames kept for a
 // backed-up peer go out.
 func (s *shard) tickAll(now time.Time) {
-	smWatch().Tick(now)
+	s.t.smw.Tick(now)
 	fdSweep.Tick(now)
-	s.tick(now)
+	s.sweep.tick(now)
 	if s.out.queued.Load() {
 		s.flushOut()
 	}
@@ -90,28 +91,29 @@ func (s *shard) tickAll(now time.Time) {
 // for it are kept until then (stashEarly) and get nil too. An accepted
 // conn is bound by the first frame for it (learnFrom). A frame that
 // arrives counts as a sign of life of the conn's peer.
-func (t *Transport) connFor(s *shard, h stream.Header, ev *engine.Event, now int64) *Conn {
+func (s *shard) connFor(h stream.Header, ev *engine.Event, now int64) *Conn {
+	t := s.t
 	c := t.lookup(h.ConnID)
 	if c == nil {
 		t.stats.unknownConn.Add(1)
-		t.strayFrame(s, h, ev, now)
+		s.strayFrame(h, ev, now)
 		return nil
 	}
 	if c.sh != s {
-		t.foreignFrame()
-		t.strayFrame(s, h, ev, now)
+		t.log.foreignFrame()
+		s.strayFrame(h, ev, now)
 		return nil
 	}
 	if c.from != ev.From {
 		switch {
 		case c.from == 0 && (h.Kind == stream.KindAccept || h.Kind == stream.KindRefuse):
 		case c.from == 0 && c.learnFrom && h.Kind != stream.KindAccept && h.Kind != stream.KindRefuse && !strayPong(h):
-			t.learnFrom(c, ev.From)
-		case c.from == 0 && c.stashEarly(h, ev):
+			s.learnFrom(c, ev.From)
+		case c.from == 0 && c.hs.stashEarly(h, ev):
 			return nil
 		default:
-			t.foreignFrame()
-			t.strayFrame(s, h, ev, now)
+			t.log.foreignFrame()
+			s.strayFrame(h, ev, now)
 			return nil
 		}
 	}
@@ -119,7 +121,7 @@ func (t *Transport) connFor(s *shard, h stream.Header, ev *engine.Event, now int
 	// own endpoint: a conn bound to another endpoint (a CONNECT that
 	// claimed the peer's address, a dial's ACCEPT that came from
 	// elsewhere) must not keep a silent peer alive.
-	if p := c.peer(); p != nil && p.lastRecv.Load() != now && t.isPeerFrom(p, ev.From) {
+	if p := c.peer(); p != nil && p.lastRecv.Load() != now && p.isFrom(ev.From) {
 		p.lastRecv.Store(now) // once per batch, not per frame
 	}
 	return c
@@ -129,39 +131,41 @@ func (t *Transport) connFor(s *shard, h stream.Header, ev *engine.Event, now int
 // rendezvous offer, an oversized header, or no memory for a copy). If it
 // was part of a conn's stream, that stream now has a gap that will never
 // fill: reset the conn rather than let it stall.
-func (t *Transport) handleBad(s *shard, ev *engine.Event) {
-	t.badFrame()
+func (s *shard) handleBad(ev *engine.Event) {
+	t := s.t
+	t.log.badFrame()
 	h, err := stream.DecodeHeader(ev.Header())
 	if err != nil || (h.Kind != stream.KindData && h.Kind != stream.KindFin) {
 		return
 	}
-	if c := t.lookup(h.ConnID); c != nil && t.ownFrame(c, s, ev.From) {
-		t.protocolReset(c)
+	if c := t.lookup(h.ConnID); c != nil && s.ownFrame(c, ev.From) {
+		t.log.protocolReset(c)
 		c.terminate(withDetail(ErrReset, "frame %d could not be received", h.Seq), EndReset(stream.RstProtocol, RSTIfOpen))
 	}
 }
 
-// ownFrame reports whether a frame for c that arrived on shard s from the
+// ownFrame reports whether a frame for c that arrived on s from the
 // endpoint from is c's own: from the endpoint c is bound to, or the first
 // for an accepted conn not bound yet, which binds it (learnFrom). Engine
 // goroutine.
-func (t *Transport) ownFrame(c *Conn, s *shard, from uintptr) bool {
+func (s *shard) ownFrame(c *Conn, from uintptr) bool {
 	if c.sh != s {
 		return false
 	}
 	if c.from == 0 && c.learnFrom {
-		t.learnFrom(c, from)
+		s.learnFrom(c, from)
 	}
 	return c.from == from
 }
 
 // handleFrame handles a frame that arrived on shard s.
-func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
+func (s *shard) handleFrame(ev *engine.Event, now int64) {
+	t := s.t
 	t.stats.framesIn.Add(1)
 	h, err := stream.DecodeHeader(ev.Header())
 	if err != nil {
-		t.badFrame()
-		t.chargeFrom(s, ev.From, now)
+		t.log.badFrame()
+		s.chargeFrom(ev.From, now)
 		return
 	}
 	if ev.DataLen != len(ev.Data) {
@@ -171,11 +175,11 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 		err = h.Validate(len(ev.Data), t.cfg.EagerMax)
 	}
 	if err != nil {
-		t.badFrame()
-		t.chargeFrom(s, ev.From, now)
+		t.log.badFrame()
+		s.chargeFrom(ev.From, now)
 		if h.ConnID != 0 && h.Kind != stream.KindConnect {
-			if c := t.lookup(h.ConnID); c != nil && t.ownFrame(c, s, ev.From) {
-				t.protocolReset(c)
+			if c := t.lookup(h.ConnID); c != nil && s.ownFrame(c, ev.From) {
+				t.log.protocolReset(c)
 				c.terminate(withDetail(ErrProtocol, "%v", err), EndReset(stream.RstProtocol, RSTIfOpen))
 			}
 		}
@@ -187,19 +191,19 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 			t.stats.connectsDropped.Add(1) // from a sender found flooding CONNECTs
 			return
 		}
-		t.handleConnect(s, ev.Data, ev.From)
+		s.handleConnect(ev.Data, ev.From)
 		return
 	}
-	if h.Kind == stream.KindAccept && t.unmatchedAccept(s, h, ev, now) {
+	if h.Kind == stream.KindAccept && s.unmatchedAccept(h, ev, now) {
 		return
 	}
-	c := t.connFor(s, h, ev, now)
+	c := s.connFor(h, ev, now)
 	if c == nil {
 		return
 	}
 	if h.Kind == stream.KindPing {
 		p := c.peer()
-		t.charge(p, now)
+		p.charge(now)
 		if h.Flags&stream.FlagReply == 0 && p != nil && !p.allowPong(now) {
 			return // over the peer's PING budget: not answered
 		}
@@ -209,15 +213,15 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 		// Before the dial can return: the connection UCX's async thread
 		// accepted from the listener.
 		t.markUCXFDs()
-		c.handleHandshake(h, ev.Data, ev.From)
+		c.hs.handleHandshake(h, ev.Data, ev.From)
 		if p := c.peer(); h.Kind == stream.KindAccept && p != nil && c.from == ev.From && t.lookup(h.ConnID) == c {
 			t.mu.Lock()
-			t.noteFromLocked(p, c)
+			p.noteFromLocked(c)
 			t.mu.Unlock()
 		}
-		c.replayEarly()
+		c.hs.replayEarly()
 	case stream.KindAuth:
-		c.handleAuth(h, ev.Data)
+		c.hs.handleAuth(h, ev.Data)
 	default:
 		c.handleFrame(h, ev)
 	}
@@ -232,7 +236,8 @@ func (t *Transport) handleFrame(s *shard, ev *engine.Event, now int64) {
 // than a round trip. It reports whether it took the frame; a Hello that
 // does not decode is left to the handshake, which counts it. Engine
 // goroutine.
-func (t *Transport) unmatchedAccept(s *shard, h stream.Header, ev *engine.Event, now int64) bool {
+func (s *shard) unmatchedAccept(h stream.Header, ev *engine.Event, now int64) bool {
+	t := s.t
 	var hello stream.Hello
 	if hello.UnmarshalBinary(ev.Data) != nil || hello.ConnID == 0 {
 		return false
@@ -252,9 +257,9 @@ func (t *Transport) unmatchedAccept(s *shard, h stream.Header, ev *engine.Event,
 	t.mu.RUnlock()
 	if p != nil {
 		t.stats.resetsSent.Add(1)
-		_ = t.sendCtl(p, stream.Header{Kind: stream.KindRst, ConnID: hello.ConnID, Aux: uint64(stream.RstUnknownConn)})
+		_ = p.sendCtl(stream.Header{Kind: stream.KindRst, ConnID: hello.ConnID, Aux: uint64(stream.RstUnknownConn)})
 	}
-	t.strayFrame(s, h, ev, now)
+	s.strayFrame(h, ev, now)
 	return true
 }
 
@@ -281,7 +286,8 @@ func endpointWhy(err error) string {
 // or an answer that crosses the close of the conn it rides on must not
 // make a live peer look dead (keepalive probes are per peer, and any of
 // its conns may carry one).
-func (t *Transport) strayFrame(s *shard, h stream.Header, ev *engine.Event, now int64) {
+func (s *shard) strayFrame(h stream.Header, ev *engine.Event, now int64) {
+	t := s.t
 	t.mu.RLock()
 	p := s.peersByFrom[ev.From]
 	t.mu.RUnlock()
@@ -291,22 +297,23 @@ func (t *Transport) strayFrame(s *shard, h stream.Header, ev *engine.Event, now 
 	if h.Kind != stream.KindData && h.Kind != stream.KindFin {
 		// Data still in flight to a conn that just closed is no flood:
 		// with small frames and a large window it can be many frames.
-		t.charge(p, now)
+		p.charge(now)
 	}
 	p.lastRecv.Store(now)
 	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply != 0 {
 		p.notePong(time.Unix(0, now))
 	}
 	if h.Kind == stream.KindPing && h.Flags&stream.FlagReply == 0 && h.Aux != 0 && p.allowPong(now) {
-		_ = t.sendCtl(p, stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: h.Aux}) // no Aux: strayPong
+		_ = p.sendCtl(stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: h.Aux}) // no Aux: strayPong
 	}
 }
 
-// isPeerFrom reports whether from is the endpoint p's own frames come
+// isFrom reports whether from is the endpoint p's own frames come
 // from (learnt from its conns' handshakes). Before that is known (a dial
 // waiting for its ACCEPT, an accepted conn waiting for its dialer's
 // proof) nothing counts as p's.
-func (t *Transport) isPeerFrom(p *peer, from uintptr) bool {
+func (p *peer) isFrom(from uintptr) bool {
+	t := p.sh.t
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return from != 0 && p.from == from
@@ -314,7 +321,8 @@ func (t *Transport) isPeerFrom(p *peer, from uintptr) bool {
 
 // handleEPError fails every conn on a failed endpoint of shard s and
 // closes it.
-func (t *Transport) handleEPError(s *shard, ep engine.EP, why error) {
+func (s *shard) handleEPError(ep engine.EP, why error) {
+	t := s.t
 	t.stats.peerFailures.Add(1)
 	t.mu.Lock()
 	p := s.peersByEP[ep]
@@ -324,17 +332,20 @@ func (t *Transport) handleEPError(s *shard, ep engine.EP, why error) {
 		// being closed; nothing is left to do.
 		return
 	}
-	t.failPeer(p, endpointWhy(why))
+	p.fail(endpointWhy(why))
 }
 
-// failPeer fails every conn to p and force-closes p's endpoint, which
+// fail fails every conn to p and force-closes p's endpoint, which
 // cancels what UCX still has queued on it.
-func (t *Transport) failPeer(p *peer, why string) { t.failPeerClose(p, why, true) }
+func (p *peer) fail(why string) {
+	p.failClose(why, true)
+}
 
-// failPeerClose fails every conn to p and closes p's endpoint, forced or
+// failClose fails every conn to p and closes p's endpoint, forced or
 // not.
-func (t *Transport) failPeerClose(p *peer, why string, force bool) {
-	smWatch().NotePeerFailure(time.Now())
+func (p *peer) failClose(why string, force bool) {
+	t := p.sh.t
+	t.smw.NotePeerFailure(time.Now())
 	t.mu.Lock()
 	conns := make([]*Conn, 0, len(p.conns))
 	for _, c := range p.conns {
@@ -342,10 +353,10 @@ func (t *Transport) failPeerClose(p *peer, why string, force bool) {
 	}
 	t.mu.Unlock()
 	if len(conns) > 0 {
-		t.logEvent(slog.LevelWarn, "ucxnet: peer failed", "peer", conns[0].raddr.Name, "conns", len(conns), "reason", why)
+		t.log.event(slog.LevelWarn, "ucxnet: peer failed", "peer", conns[0].raddr.Name, "conns", len(conns), "reason", why)
 	}
 	for _, c := range conns {
 		c.terminate(withDetail(ErrReset, "peer failed: %s", why), EndPolicy{DialErr: withDetail(ErrRefused, "peer unreachable: %s", why)})
 	}
-	t.closePeer(p, force)
+	p.close(force)
 }

@@ -25,6 +25,9 @@ var (
 	ErrProtocol = &errnoError{"protocol violation by peer; connection reset", syscall.ECONNRESET}
 	// ErrTransportClosed means the conn's Transport was closed.
 	ErrTransportClosed = errors.New("ucxnet: transport closed")
+	// errNoTransport: a Dialer or ListenConfig without a Transport (the
+	// face fills in its default one).
+	errNoTransport = errors.New("ucxnet: no transport")
 )
 
 // errnoError is an error with its own text that matches an errno.

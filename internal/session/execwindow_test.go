@@ -162,7 +162,7 @@ type execWindow struct {
 	pre    map[int]string // nil, or every descriptor of this process before the call began
 	cmd    *exec.Cmd
 	out    *strings.Builder
-	conn   *Conn
+	conn   Stream
 	err    error
 }
 

@@ -11,18 +11,19 @@ import (
 	"net"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/deadline"
 	"github.com/ucxnet/ucxnet/registry"
 )
 
-// testConn is a stream as a net.Conn.
+// testConn is a stream as a net.Conn. Conn is the UCX stream, for the
+// tests that look inside one; nil on the kernel-TCP lane.
 type testConn struct {
+	s Stream
 	*Conn
-	rd, wd deadline.Deadline
 }
 
-func wrap(c *Conn) *testConn {
-	return &testConn{Conn: c, rd: deadline.Make(), wd: deadline.Make()}
+func wrap(s Stream) *testConn {
+	c, _ := s.(*Conn)
+	return &testConn{s: s, Conn: c}
 }
 
 func (c *testConn) opErr(op string, err error) error {
@@ -33,40 +34,39 @@ func (c *testConn) opErr(op string, err error) error {
 }
 
 func (c *testConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b, &c.rd)
+	n, err := c.s.Read(b)
 	return n, c.opErr("read", err)
 }
 
 func (c *testConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b, &c.wd)
+	n, err := c.s.Write(b)
 	return n, c.opErr("write", err)
 }
 
-func (c *testConn) Close() error      { return c.opErr("close", c.Conn.Close()) }
-func (c *testConn) CloseWrite() error { return c.opErr("close", c.Conn.CloseWrite()) }
+func (c *testConn) Close() error      { return c.opErr("close", c.s.Close()) }
+func (c *testConn) CloseWrite() error { return c.opErr("close", c.s.CloseWrite()) }
 func (c *testConn) SetLinger(sec int) error {
-	return c.opErr("set", c.Conn.SetLinger(sec))
+	return c.opErr("set", c.s.SetLinger(sec))
 }
-
-func (c *testConn) setDeadline(which string, t time.Time) error {
-	if c.OnLane() {
-		return c.opErr("set", c.SetLaneDeadline(which, t))
-	}
-	if c.Closed() {
-		return c.opErr("set", net.ErrClosed)
-	}
-	if which != "write" {
-		c.rd.Set(t)
-	}
-	if which != "read" {
-		c.wd.Set(t)
-	}
-	return nil
+func (c *testConn) SetDeadline(t time.Time) error { return c.opErr("set", c.s.SetDeadline(t)) }
+func (c *testConn) SetReadDeadline(t time.Time) error {
+	return c.opErr("set", c.s.SetReadDeadline(t))
 }
-
-func (c *testConn) SetDeadline(t time.Time) error      { return c.setDeadline("", t) }
-func (c *testConn) SetReadDeadline(t time.Time) error  { return c.setDeadline("read", t) }
-func (c *testConn) SetWriteDeadline(t time.Time) error { return c.setDeadline("write", t) }
+func (c *testConn) SetWriteDeadline(t time.Time) error {
+	return c.opErr("set", c.s.SetWriteDeadline(t))
+}
+func (c *testConn) SetKeepAlive(on bool) error { return c.s.SetKeepAlive(on) }
+func (c *testConn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
+	return c.s.SetKeepAliveConfig(cfg)
+}
+func (c *testConn) LocalAddr() net.Addr           { return c.s.LocalAddr() }
+func (c *testConn) RemoteAddr() net.Addr          { return c.s.RemoteAddr() }
+func (c *testConn) Closed() bool                  { return c.s.Closed() }
+func (c *testConn) Stats() ConnStats              { return c.s.Stats() }
+func (c *testConn) Lane() (name, reason string)   { return c.s.Lane() }
+func (c *testConn) Transports() []string          { return c.s.Transports() }
+func (c *testConn) ReadState() (data, ended bool) { return c.s.ReadState() }
+func (c *testConn) LaneSocket() *net.TCPConn      { return c.s.LaneSocket() }
 
 // Accept is AcceptStream as net.Listener's, its error wrapped as
 // ucxnet's Listener wraps it.
@@ -99,7 +99,15 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	if err := checkNetwork(network); err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
 	}
-	c, err := d.DialStream(ctx, address)
+	sd := *d
+	if sd.Transport == nil {
+		dt, err := DefaultTransport()
+		if err != nil {
+			return nil, &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: err}
+		}
+		sd.Transport = dt
+	}
+	c, err := sd.DialStream(ctx, address)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: Network, Addr: raddr, Err: err}
 	}
@@ -121,7 +129,11 @@ func Listen(network, name string) (net.Listener, error) {
 	if name == "" {
 		name = registry.UniqueName()
 	}
-	var lc ListenConfig
+	dt, err := DefaultTransport()
+	if err != nil {
+		return nil, &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}
+	}
+	lc := ListenConfig{Transport: dt}
 	l, err := lc.Listen(context.Background(), name)
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: Network, Addr: Addr{Name: name}, Err: err}

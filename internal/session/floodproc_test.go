@@ -116,7 +116,7 @@ func TestFloodHelper(t *testing.T) {
 // skips t where the server has no tcp: a process no kernel channel
 // vouches for reaches a worker over tcp only.
 func startFlood(t *testing.T, p *pair, mode, name string) (ended <-chan struct{}) {
-	target, err := stripSharedMemory(p.server.eng.Address())
+	target, err := testUCX.stripSharedMemory(p.server.eng.Address())
 	if err != nil || len(target) == 0 {
 		t.Skipf("UCX_TLS=%q: a process that no kernel channel vouches for reaches a worker over tcp only, and this run offers no tcp", os.Getenv("UCX_TLS"))
 	}

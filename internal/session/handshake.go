@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"time"
 
 	"github.com/ucxnet/ucxnet/internal/auth"
 	"github.com/ucxnet/ucxnet/internal/engine"
@@ -65,6 +64,26 @@ const (
 	minPeerFrame = 1024
 )
 
+// handshake is a conn's opening, both ways (PROTOCOL.md §5):
+// the dial's CONNECT and its answer, the listener's ACCEPT or REFUSE, the
+// pre-shared-key proofs, and the frames that came before the answer.
+type handshake struct {
+	c        *Conn
+	dialDone chan struct{} // closed when a dial is answered
+	auth     *authState    // pre-shared-key handshake state, if any
+	// workers: both sides run several workers (stream.FeatureWorkers):
+	// the ACCEPT names the listener's worker that carries the conn. Set
+	// before the conn is in the conn table.
+	workers bool
+	// early holds frames that came before the ACCEPT (engine goroutine).
+	early Early
+	// connect is what an accepted conn keeps of the CONNECT that made it,
+	// to answer it again if it is repeated (resend.go). Set under
+	// Transport.mu once the conn is in the conn table; the pointer is
+	// then read-only, what it points to is under Transport.mu.
+	connect *connectOf
+}
+
 // checkPeerLimits rejects a Hello whose frame limits are below
 // minPeerFrame.
 func checkPeerLimits(h stream.Hello) error {
@@ -77,255 +96,81 @@ func checkPeerLimits(h stream.Hello) error {
 }
 
 // sendConnect sends c's CONNECT to its peer (dial side).
-func (t *Transport) sendConnect(c *Conn, name string) error {
+func (hs *handshake) sendConnect(name string) error {
+	c := hs.c
+	t := c.t
 	hello := stream.Hello{
 		ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(t.cfg.Window),
-		Name: name, LocalName: t.name, WorkerAddr: c.sh.eng.Address(), Nonce: c.auth.challenge(),
-		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version, Proc: selfProc(),
+		Name: name, LocalName: t.name, WorkerAddr: c.sh.eng.Address(), Nonce: c.hs.auth.challenge(),
+		ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: t.lib.Version, Proc: selfProc(),
 	}
-	if c.workers {
+	if c.hs.workers {
 		hello.Features = stream.FeatureWorkers
 	}
 	c.mu.Lock()
 	p := c.peer() // a resend may go through another endpoint (refreshDial)
 	c.mu.Unlock()
-	return t.sendHello(p, stream.Header{Kind: stream.KindConnect}, hello)
+	return p.sendHello(stream.Header{Kind: stream.KindConnect}, hello)
 }
 
 // sendHello sends a handshake frame whose payload is hello.
-func (t *Transport) sendHello(p *peer, h stream.Header, hello stream.Hello) error {
+func (p *peer) sendHello(h stream.Header, hello stream.Hello) error {
 	b, err := hello.MarshalBinary()
 	if err != nil {
 		return err
 	}
 	h.Length = uint32(len(b))
 	hb := h.Bytes()
-	_, _, err = t.send(p, engine.Frames{Header: hb[:], Data: b})
+	_, _, err = p.send(engine.Frames{Header: hb[:], Data: b})
 	return err
-}
-
-// handleConnect answers a CONNECT that arrived on shard at: ACCEPT into
-// the named listener's queue, or REFUSE. Nothing in the Hello reaches UCX
-// before it is checked: the listener must exist first, and the worker
-// address is validated before an endpoint is created from it (see
-// progress.Engine.Connect).
-func (t *Transport) handleConnect(at *shard, payload []byte, from uintptr) {
-	var hello stream.Hello
-	if err := hello.UnmarshalBinary(payload); err != nil || len(hello.WorkerAddr) == 0 {
-		t.badFrame()
-		return
-	}
-	if t.flooded.has(hello.WorkerAddr, time.Now()) {
-		t.stats.connectsDropped.Add(1) // failed for flooding us a moment ago
-		return
-	}
-	if checkPeerLimits(hello) != nil {
-		t.badFrame()
-		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseBadHello)
-		return
-	}
-	t.mu.RLock()
-	l := t.listeners[hello.Name]
-	t.mu.RUnlock()
-	if l == nil {
-		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseNoListener)
-		return
-	}
-	if c, again := t.repeatedConnect(hello, payload); again {
-		if c != nil {
-			t.answerAgain(c, hello.Name)
-		}
-		return
-	}
-	if l.psk != nil && !t.keyedAdmit(at, hello, from) {
-		return
-	}
-	c := t.acceptedConn(l, hello, t.acceptShard(at, &hello))
-	if c.auth != nil {
-		c.auth.connectFrom = from
-	}
-	if err := t.attach(hello.WorkerAddr, c, false, at, from); err != nil {
-		t.stats.refused.Add(1)
-		if err == errTooManyPeers {
-			t.admissionDropped(from)
-		} else {
-			t.badFrame() // an address UCX could not take
-			logUnusableAddress(hello.UCX, err)
-		}
-		return
-	}
-	if t.isClosed() || l.isClosed() {
-		t.removeConn(c)
-		t.refuse(c.peer(), hello.ConnID, stream.RefuseNoListener)
-		return
-	}
-	if c.auth != nil && !t.awaitProof(l, c, hello, payload) {
-		return
-	}
-	if c.auth == nil {
-		t.noteConnect(c, hello, payload)
-		if !l.enqueue(c) {
-			t.refuseConn(c, hello.ConnID, stream.RefuseBacklog)
-			return
-		}
-		// Counted before the ACCEPT goes: Accept may return c, and the
-		// dialer use it, before this goroutine runs again.
-		t.stats.accepts.Add(1)
-	}
-	t.sendAccept(c, hello.Name)
-}
-
-// awaitProof sets c, an accepted conn of the keyed listener l, to wait for
-// its dialer's proof, within the bounds on such conns; false if c was
-// dropped instead (its dialer at its bound: no answer, and the dialer
-// sends the CONNECT again).
-func (t *Transport) awaitProof(l *Listener, c *Conn, hello stream.Hello, payload []byte) bool {
-	evicted := l.addPendingAuth(c)
-	if evicted == c {
-		t.stats.connectsDropped.Add(1)
-		c.terminate(withDetail(ErrRefused, "too many handshakes of its dialer waiting"), EndQuiet)
-		return false
-	}
-	t.noteConnect(c, hello, payload)
-	if evicted != nil {
-		t.authFailed()
-		evicted.terminate(withDetail(ErrRefused, "dropped unproven handshake: too many waiting"), EndReset(stream.RstAbort, RSTAlways))
-	}
-	// The conn waits for the dialer's proof; it reaches Accept only then.
-	time.AfterFunc(authTimeout, func() {
-		c.mu.Lock()
-		pending := c.state.Phase == PhaseAuthPending
-		c.mu.Unlock()
-		if pending {
-			t.authFailed()
-			c.terminate(withDetail(ErrRefused, "no authentication within %v", authTimeout), EndReset(stream.RstAbort, RSTAlways))
-		}
-	})
-	return true
-}
-
-// keyedAdmit decides, for a CONNECT to a keyed listener, whether to spend
-// a conn and a key exchange on it: it must carry a challenge (else it is
-// refused), and fit the budget for unproven handshakes (else it gets no
-// answer; a sender that keeps on past the budget is failed as a flooder).
-func (t *Transport) keyedAdmit(at *shard, hello stream.Hello, from uintptr) bool {
-	if len(hello.Nonce) != auth.ChallengeLen {
-		t.authFailed()
-		t.refuseAddr(at, from, hello.WorkerAddr, hello.ConnID, stream.RefuseAuth) // a dialer without a key
-		return false
-	}
-	now := time.Now()
-	ok, flood := t.hsBudget.allow(from, now)
-	if !ok {
-		t.stats.connectsDropped.Add(1)
-		if flood {
-			t.floodedFrom(at, from, now.UnixNano())
-		}
-	}
-	return ok
-}
-
-// admissionDropped notes a CONNECT from the endpoint from that the
-// admission of endpoints dropped (admit.go). An endpoint that keeps
-// naming addresses it drops (forged ones) has its CONNECTs dropped
-// undecoded for a while; no peer is failed: the one it made is not its
-// own endpoint, and another would be made from its next address.
-func (t *Transport) admissionDropped(from uintptr) {
-	if now := time.Now(); from != 0 && t.hsBudget.dropped(from, now) {
-		t.stats.peersFlooded.Add(1)
-		t.flooded.addFrom(from, now)
-	}
-}
-
-// acceptedConn makes the listener side of the conn that hello, a CONNECT's,
-// asks l for, on shard s: open, or waiting for the dialer's proof when l
-// has a key. It is bound to no endpoint yet: the first frame for it does
-// that (learnFrom).
-func (t *Transport) acceptedConn(l *Listener, hello stream.Hello, s *shard) *Conn {
-	c := newConn(t, nil, Addr{Name: hello.Name}, Addr{Name: displayName(hello.LocalName), ID: hello.ConnID}, preAcceptWindow)
-	c.remoteID = hello.ConnID
-	c.sh = s
-	c.workers = t.multi() && hello.Features&stream.FeatureWorkers != 0
-	c.learnFrom = true
-	c.keepAlive = keepAliveOf(l.ka)
-	c.frame = min(t.cfg.EagerMax, int(hello.EagerMax))
-	c.peerSegs = PeerSegLimits(hello)
-	c.swin.Update(uint64(hello.Window))
-	c.state.Phase = PhaseOpen
-	if l.psk != nil {
-		c.state.Phase = PhaseAuthPending
-		c.auth = newListenAuth(l.psk, hello.Name, hello.Nonce, l)
-	}
-	return c
 }
 
 // sendAccept answers the CONNECT that made c, for the listener name, with
 // ACCEPT; c fails if it cannot be sent.
-func (t *Transport) sendAccept(c *Conn, name string) {
+func (hs *handshake) sendAccept(name string) {
+	c := hs.c
+	t := c.t
 	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(t.cfg.EagerMax), Window: uint32(min(preAcceptWindow, t.cfg.Window)),
-		Name: name, LocalName: name, ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: UCX().Version,
+		Name: name, LocalName: name, ShmFrame: uint32(t.shmFrame), TCPFrame: uint32(t.tcpFrame), UCX: t.lib.Version,
 		Proc: selfProc()}
-	if c.workers {
+	if c.hs.workers {
 		// The dialer continues the conn with the worker that sends this.
 		reply.Features = stream.FeatureWorkers
 		reply.WorkerAddr = c.sh.eng.Address()
 	}
-	if c.auth != nil {
+	if c.hs.auth != nil {
 		// Only our nonce: we prove nothing over the dialer's input until
 		// the dialer has proven it knows the key.
-		reply.Nonce = c.auth.challenge()
+		reply.Nonce = c.hs.auth.challenge()
 	}
-	if err := t.sendHello(c.peer(), stream.Header{Kind: stream.KindAccept, ConnID: c.remoteID}, reply); err != nil {
+	if err := c.peer().sendHello(stream.Header{Kind: stream.KindAccept, ConnID: c.remoteID}, reply); err != nil {
 		c.terminate(withDetail(ErrReset, "sending ACCEPT: %v", err), EndQuiet)
 	}
 }
 
-// refuseAddr answers a CONNECT from the worker at addr, which arrived on
-// at from the endpoint from, with REFUSE(code), on an existing endpoint
-// or on a new one that the idle-peer sweep closes soon. With too many
-// such endpoints already, the dialer gets no answer (its dial fails when
-// no answer comes: see Config.KeepAlive).
-func (t *Transport) refuseAddr(at *shard, from uintptr, addr []byte, dialerID uint64, code stream.RefuseCode) {
-	p, err := t.refusePeer(at, addr, from)
-	if err != nil {
-		t.stats.refused.Add(1)
-		if err != errTooManyPeers {
-			t.badFrame()
-		}
-		return
-	}
-	t.refuse(p, dialerID, code)
-}
-
-// refuse answers a dialer's conn dialerID with REFUSE(code), and counts it.
-func (t *Transport) refuse(p *peer, dialerID uint64, code stream.RefuseCode) {
-	t.stats.refused.Add(1)
-	t.logHostile("ucxnet: refused a CONNECT", "reason", code.String())
-	_ = t.sendCtl(p, stream.Header{Kind: stream.KindRefuse, ConnID: dialerID, Aux: uint64(code)})
-}
-
 // handleHandshake takes the listener's ACCEPT or REFUSE (dial side, engine
 // goroutine).
-func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
+func (hs *handshake) handleHandshake(h stream.Header, payload []byte, from uintptr) {
+	c := hs.c
 	c.sh.owner.check()
 	var hello stream.Hello
 	var helloErr error
 	if h.Kind == stream.KindAccept {
-		hello, helloErr = c.acceptHello(payload, from)
+		hello, helloErr = c.hs.acceptHello(payload, from)
 	}
 	c.mu.Lock()
 	state := c.state.Phase
-	if state != PhaseDialing && state != PhaseAbandoned || h.Kind == stream.KindAccept && c.auth != nil && c.auth.proving {
+	if state != PhaseDialing && state != PhaseAbandoned || h.Kind == stream.KindAccept && c.hs.auth != nil && c.hs.auth.proving {
 		again := h.Kind == stream.KindAccept && helloErr == nil && c.remoteID != 0 && hello.ConnID == c.remoteID
 		c.mu.Unlock()
 		if !again { // the listener's answer to a CONNECT sent again is no fault
-			c.t.badFrame()
+			c.t.log.badFrame()
 		}
 		return
 	}
 	c.from = from // the listener's frames for this conn come from there from now on
 	if h.Kind == stream.KindRefuse || helloErr != nil {
-		c.endHandshake(h, hello.ConnID, helloErr, from)
+		c.hs.endHandshake(h, hello.ConnID, helloErr, from)
 		return
 	}
 	c.remoteID = hello.ConnID
@@ -338,7 +183,7 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		c.terminate(net.ErrClosed, EndReset(stream.RstAbort, RSTAlways))
 		return
 	}
-	a := c.auth
+	a := c.hs.auth
 	var authErr error
 	switch {
 	case a.hs == nil && hello.Nonce != nil:
@@ -350,13 +195,13 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 		c.mu.Unlock()
 		// Counted and logged after Unlock: the Logger's handler may
 		// read the conn's stats.
-		c.t.authFailed()
+		c.t.log.authFailed()
 		c.terminate(authErr, EndReset(stream.RstAbort, RSTAlways)) // the dial fails with it
 		return
 	}
 	if a.hs == nil {
 		c.state.Phase = PhaseOpen
-		close(c.dialDone)
+		close(c.hs.dialDone)
 		c.mu.Unlock()
 		// The listener's conn is bound by the first frame for it
 		// (learnFrom): send one now, the window the CONNECT offered (a
@@ -371,13 +216,13 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 	mac, err := a.hs.Proof(auth.Dialer, c.id, c.remoteID)
 	if err != nil {
 		c.mu.Unlock()
-		c.t.authFailed()
+		c.t.log.authFailed()
 		c.terminate(withDetail(ErrRefused, "listener %q: %v", a.name, err), EndReset(stream.RstAbort, RSTAlways))
 		return
 	}
 	proof := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(c.t.cfg.Window), MAC: mac}
 	c.mu.Unlock()
-	if err := c.t.sendHello(c.peer(), stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID}, proof); err != nil {
+	if err := c.peer().sendHello(stream.Header{Kind: stream.KindAuth, ConnID: c.remoteID}, proof); err != nil {
 		c.terminate(withDetail(ErrRefused, "sending AUTH: %v", err), EndQuiet)
 	}
 }
@@ -385,18 +230,19 @@ func (c *Conn) handleHandshake(h stream.Header, payload []byte, from uintptr) {
 // endHandshake ends c's dial on a REFUSE, or on an ACCEPT (naming the
 // listener's conn listenerID, from the endpoint from) refused for
 // helloErr, which gets an RST (resetAccept). c.mu is held; it is released.
-func (c *Conn) endHandshake(h stream.Header, listenerID uint64, helloErr error, from uintptr) {
+func (hs *handshake) endHandshake(h stream.Header, listenerID uint64, helloErr error, from uintptr) {
+	c := hs.c
 	if h.Kind == stream.KindRefuse {
 		c.terminateLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)), EndQuiet)
 		c.mu.Unlock()
 		c.t.removeConn(c)
-		c.t.markUnanswered(c)
+		c.hs.markUnanswered()
 		return
 	}
 	c.terminateLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", helloErr), EndQuiet)
 	c.mu.Unlock()
 	c.t.removeConn(c)
-	c.t.resetAccept(c, listenerID, from, errors.Is(helloErr, errAcceptRefused))
+	c.hs.resetAccept(listenerID, from, errors.Is(helloErr, errAcceptRefused))
 }
 
 // errAcceptRefused: the worker address an ACCEPT names is refused.
@@ -408,7 +254,9 @@ var errAcceptRefused = errors.New("worker address refused")
 // from the ACCEPT's endpoint from, else, when the ACCEPT's worker address
 // was not refused (rebound), through c's own peer, the one its CONNECT
 // went through. c is out of the conn table.
-func (t *Transport) resetAccept(c *Conn, listenerID uint64, from uintptr, rebindRefused bool) {
+func (hs *handshake) resetAccept(listenerID uint64, from uintptr, rebindRefused bool) {
+	c := hs.c
+	t := c.t
 	if listenerID == 0 {
 		return
 	}
@@ -422,7 +270,7 @@ func (t *Transport) resetAccept(c *Conn, listenerID uint64, from uintptr, rebind
 		return
 	}
 	t.stats.resetsSent.Add(1)
-	_ = t.sendCtl(p, stream.Header{Kind: stream.KindRst, ConnID: listenerID, Aux: uint64(stream.RstUnknownConn)})
+	_ = p.sendCtl(stream.Header{Kind: stream.KindRst, ConnID: listenerID, Aux: uint64(stream.RstUnknownConn)})
 }
 
 // acceptHello decodes the Hello of c's ACCEPT, which came from the
@@ -430,7 +278,8 @@ func (t *Transport) resetAccept(c *Conn, listenerID uint64, from uintptr, rebind
 // stream.FeatureWorkers and c offered it, c moves to the listener's worker
 // that the Hello names (rebindAccept), if c still waits for its answer.
 // Engine goroutine; c.mu is not held.
-func (c *Conn) acceptHello(payload []byte, from uintptr) (stream.Hello, error) {
+func (hs *handshake) acceptHello(payload []byte, from uintptr) (stream.Hello, error) {
+	c := hs.c
 	var hello stream.Hello
 	if err := hello.UnmarshalBinary(payload); err != nil {
 		return hello, err
@@ -438,7 +287,7 @@ func (c *Conn) acceptHello(payload []byte, from uintptr) (stream.Hello, error) {
 	if err := checkPeerLimits(hello); err != nil {
 		return hello, err
 	}
-	if !c.workers || hello.Features&stream.FeatureWorkers == 0 {
+	if !c.hs.workers || hello.Features&stream.FeatureWorkers == 0 {
 		return hello, nil
 	}
 	c.mu.Lock()
@@ -447,9 +296,9 @@ func (c *Conn) acceptHello(payload []byte, from uintptr) (stream.Hello, error) {
 	if !dialing {
 		return hello, nil
 	}
-	if err := c.t.rebindAccept(c, hello.WorkerAddr, from); err != nil {
-		c.t.badFrame()
-		c.t.logHostile("ucxnet: refused an ACCEPT's worker address", "reason", err.Error())
+	if err := c.sh.rebindAccept(c, hello.WorkerAddr, from); err != nil {
+		c.t.log.badFrame()
+		c.t.log.hostile("ucxnet: refused an ACCEPT's worker address", "reason", err.Error())
 		return hello, fmt.Errorf("%w: %w", errAcceptRefused, err)
 	}
 	return hello, nil
@@ -458,16 +307,17 @@ func (c *Conn) acceptHello(payload []byte, from uintptr) (stream.Hello, error) {
 // handleAuth takes the AUTH step of a pre-shared-key handshake: the
 // dialer's proof at the listener, or the listener's proof at the dialer
 // (engine goroutine).
-func (c *Conn) handleAuth(h stream.Header, payload []byte) {
+func (hs *handshake) handleAuth(h stream.Header, payload []byte) {
+	c := hs.c
 	if h.Flags&stream.FlagReply != 0 {
-		c.handleListenerProof(payload)
+		c.hs.handleListenerProof(payload)
 		return
 	}
 	c.mu.Lock()
-	a := c.auth
+	a := c.hs.auth
 	if c.state.Phase != PhaseAuthPending || a == nil { // at the listener: the proof
 		c.mu.Unlock()
-		c.t.badFrame()
+		c.t.log.badFrame()
 		return
 	}
 	var hello stream.Hello
@@ -475,8 +325,8 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	if !ok {
 		c.terminateLocked(withDetail(ErrRefused, "dialer failed authentication"), EndQuiet)
 		c.mu.Unlock()
-		c.t.authFailed()
-		c.t.refuse(c.peer(), c.remoteID, stream.RefuseAuth)
+		c.t.log.authFailed()
+		c.peer().refuse(c.remoteID, stream.RefuseAuth)
 		c.t.removeConn(c)
 		return
 	}
@@ -484,7 +334,7 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 	c.mu.Unlock()
 	c.t.hsBudget.proved(a.connectFrom)
 	c.t.mu.Lock()
-	c.t.noteFromLocked(c.peer(), c)
+	c.peer().noteFromLocked(c)
 	c.t.mu.Unlock()
 	a.ln.removePendingAuth(c)
 	if !a.ln.enqueue(c) {
@@ -493,24 +343,25 @@ func (c *Conn) handleAuth(h stream.Header, payload []byte) {
 			code = stream.RefuseNoListener
 		}
 		c.terminate(withDetail(ErrRefused, "%v", code), EndQuiet)
-		c.t.refuse(c.peer(), c.remoteID, code)
+		c.peer().refuse(c.remoteID, code)
 		return
 	}
 	c.t.stats.accepts.Add(1)
 	mac, _ := a.hs.Proof(auth.Listener, c.remoteID, c.id) // the dialer's proof checked out: ISK is known
 	reply := stream.Hello{ConnID: c.id, EagerMax: uint32(c.t.cfg.EagerMax), Window: uint32(min(preAcceptWindow, c.t.cfg.Window)),
 		MAC: mac}
-	_ = c.t.sendHello(c.peer(), stream.Header{Kind: stream.KindAuth, Flags: stream.FlagReply, ConnID: c.remoteID}, reply)
+	_ = c.peer().sendHello(stream.Header{Kind: stream.KindAuth, Flags: stream.FlagReply, ConnID: c.remoteID}, reply)
 }
 
 // handleListenerProof takes the listener's AUTH reply at the dialer: its
 // proof that it knows the key too. The dial completes only if it checks out.
-func (c *Conn) handleListenerProof(payload []byte) {
+func (hs *handshake) handleListenerProof(payload []byte) {
+	c := hs.c
 	c.mu.Lock()
-	a := c.auth
+	a := c.hs.auth
 	if a == nil || !a.proving || c.state.Phase != PhaseDialing && c.state.Phase != PhaseAbandoned {
 		c.mu.Unlock()
-		c.t.badFrame()
+		c.t.log.badFrame()
 		return
 	}
 	if c.state.Phase == PhaseAbandoned {
@@ -523,19 +374,20 @@ func (c *Conn) handleListenerProof(payload []byte) {
 	ok := hello.UnmarshalBinary(payload) == nil && a.hs.Verify(auth.Listener, hello.MAC, c.id, c.remoteID)
 	if !ok {
 		c.mu.Unlock()
-		c.t.authFailed()
+		c.t.log.authFailed()
 		c.terminate(withDetail(ErrRefused, "listener %q failed authentication: wrong pre-shared key", a.name), EndReset(stream.RstAbort, RSTAlways))
 		return
 	}
 	c.state.Phase = PhaseOpen
-	close(c.dialDone)
+	close(c.hs.dialDone)
 	c.mu.Unlock()
 }
 
 // stashEarly keeps a DATA, FIN, WINDOW, RST or PING frame that came for a
 // dialing conn before its ACCEPT bound it (within Early's bounds); it
 // reports whether it took the frame, kept or not. Engine goroutine.
-func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
+func (hs *handshake) stashEarly(h stream.Header, ev *engine.Event) bool {
+	c := hs.c
 	c.sh.owner.check()
 	switch h.Kind {
 	case stream.KindAccept, stream.KindRefuse, stream.KindAuth:
@@ -547,7 +399,7 @@ func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 	if !dialing {
 		return false
 	}
-	c.early.Stash(h, ev, int(c.in.Size()))
+	c.hs.early.Stash(h, ev, int(c.in.Size()))
 	return true
 }
 
@@ -557,11 +409,12 @@ func (c *Conn) stashEarly(h stream.Header, ev *engine.Event) bool {
 // not kept, the stream has a gap that nothing fills: the conn fails with
 // ECONNRESET after the frames kept, and the listener gets an RST. Engine
 // goroutine.
-func (c *Conn) replayEarly() {
+func (hs *handshake) replayEarly() {
+	c := hs.c
 	c.sh.owner.check()
-	for _, f := range c.early.Take() {
+	for _, f := range c.hs.early.Take() {
 		if f.From != c.from || c.from == 0 {
-			c.t.foreignFrame()
+			c.t.log.foreignFrame()
 			continue
 		}
 		ev := engine.Event{Kind: engine.Frame, Data: f.Data, DataLen: len(f.Data), From: f.From}
@@ -570,12 +423,12 @@ func (c *Conn) replayEarly() {
 	if c.from == 0 {
 		return
 	}
-	if lost := c.early.Lost(c.from); lost != 0 {
+	if lost := c.hs.early.Lost(c.from); lost != 0 {
 		why := withDetail(ErrReset, "%d frames that came before the ACCEPT were over what a dial keeps (%d frames, a window of data)", lost, MaxEarly)
 		if lost < 0 {
 			why = withDetail(ErrReset, "frames that came before the ACCEPT were lost (from more than %d endpoints)", maxEarlyLost)
 		}
-		c.t.logEvent(slog.LevelWarn, "ucxnet: conn reset: its first frames overflowed", "conn", c.id, "reason", why.Error())
+		c.t.log.event(slog.LevelWarn, "ucxnet: conn reset: its first frames overflowed", "conn", c.id, "reason", why.Error())
 		c.terminate(why, EndPolicy{RST: RSTAlways, Code: stream.RstAbort})
 	}
 }

@@ -64,7 +64,7 @@ func newRawPeer(t testing.TB, target *Transport) *rawPeer {
 func newRawPeerAt(t testing.TB, addr []byte, reach func(self []byte) []byte) *rawPeer {
 	needUCX(t)
 	r := &rawPeer{frames: make(chan rawFrame, 1024)}
-	eng, err := startUCX(Config{}, r)
+	eng, err := testUCX.Start(Config{}, r)
 	require.NoError(t, err)
 	r.eng = eng
 	r.target = addr
@@ -114,7 +114,7 @@ func (r *rawPeer) endpointTo(t testing.TB, addr []byte) engine.EP {
 	if bytes.Equal(addr, r.target) {
 		return r.ep
 	}
-	if s, err := stripSharedMemory(addr); err == nil && len(s) > 0 {
+	if s, err := testUCX.stripSharedMemory(addr); err == nil && len(s) > 0 {
 		addr = s // as a peer that no kernel channel vouched for reaches it
 	}
 	w := r.eng.Acquire(true)

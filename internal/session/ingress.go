@@ -37,7 +37,7 @@ const (
 
 // charge takes one frame that carries no stream data from p's ingress
 // budget at now (UnixNano); a peer past its budget is failed.
-func (t *Transport) charge(p *peer, now int64) {
+func (p *peer) charge(now int64) {
 	if p == nil {
 		return
 	}
@@ -45,31 +45,34 @@ func (t *Transport) charge(p *peer, now int64) {
 	ok := p.ingress.Take(time.Unix(0, now), ingressBurst, ingressRate)
 	p.ingressMu.Unlock()
 	if !ok {
-		t.floodedPeer(p, now)
+		p.flooded(now)
 	}
 }
 
-// floodedPeer fails p, found flooding us at now (UnixNano), once.
-func (t *Transport) floodedPeer(p *peer, now int64) {
+// flooded fails p, found flooding us at now (UnixNano), once.
+func (p *peer) flooded(now int64) {
+	t := p.sh.t
 	if !p.flooding.CompareAndSwap(false, true) {
 		return
 	}
 	t.stats.peersFlooded.Add(1)
 	t.flooded.add(p.addr, time.Unix(0, now))
-	t.failPeer(p, "it flooded frames that carry no data (more than 16,384 at once, 4,096 a second)")
+	p.fail("it flooded frames that carry no data (more than 16,384 at once, 4,096 a second)")
 }
 
 // chargeFrom charges the peer whose endpoint from is, if there is one.
-func (t *Transport) chargeFrom(s *shard, from uintptr, now int64) {
+func (s *shard) chargeFrom(from uintptr, now int64) {
+	t := s.t
 	t.mu.RLock()
 	p := s.peersByFrom[from]
 	t.mu.RUnlock()
-	t.charge(p, now)
+	p.charge(now)
 }
 
 // floodedFrom fails the peer whose endpoint from is, or else the one a
 // CONNECT from it made, if there is one.
-func (t *Transport) floodedFrom(s *shard, from uintptr, now int64) {
+func (s *shard) floodedFrom(from uintptr, now int64) {
+	t := s.t
 	t.mu.RLock()
 	p := s.peersByFrom[from]
 	if p == nil && from != 0 {
@@ -77,7 +80,7 @@ func (t *Transport) floodedFrom(s *shard, from uintptr, now int64) {
 	}
 	t.mu.RUnlock()
 	if p != nil {
-		t.floodedPeer(p, now)
+		p.flooded(now)
 	}
 }
 

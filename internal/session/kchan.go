@@ -48,6 +48,7 @@ type link struct {
 
 // chans are a Transport's kernel channels.
 type chans struct {
+	t       *Transport // whose peers a channel's end fails
 	mu      sync.Mutex
 	srv     *kchan.Server // nil: no channels
 	self    kchan.Hello
@@ -57,38 +58,37 @@ type chans struct {
 	closed  bool
 }
 
-// startChans listens on t's channel names, one per worker address (UCX
+// start listens on the transport's channel names, one per worker address (UCX
 // engines only: the in-memory one of tests has no shared memory).
-func (t *Transport) startChans() {
+func (k *chans) start() {
+	t := k.t
 	if os.Getenv(EnvKChan) == "0" {
 		return
 	}
-	k := &t.kc
 	k.byAddr = make(map[string]*link)
 	k.links = make(map[*link]struct{})
 	k.dialing = make(map[string]chan struct{})
-	k.self = kchan.Hello{Release: UCX().Version, IPCNS: kchan.IPCNamespace()}
+	k.self = kchan.Hello{Release: t.lib.Version, IPCNS: kchan.IPCNamespace()}
 	var names []string
 	for _, s := range t.shards {
 		a := s.eng.Address()
 		k.self.Addrs = append(k.self.Addrs, a)
 		names = append(names, kchan.Name(a))
 	}
-	srv, taken, err := kchan.Listen(names, k.self, t.admitChan, t.chanEnded)
+	srv, taken, err := kchan.Listen(names, k.self, k.admit, k.ended)
 	if err != nil {
-		t.logEvent(slog.LevelDebug, "ucxnet: no kernel channel", "err", err)
+		t.log.event(slog.LevelDebug, "ucxnet: no kernel channel", "err", err)
 		return
 	}
 	if len(taken) > 0 {
-		t.logEvent(slog.LevelWarn, "ucxnet: kernel channel name taken by another process: peers on this host reach this transport without shared memory", "names", taken)
+		t.log.event(slog.LevelWarn, "ucxnet: kernel channel name taken by another process: peers on this host reach this transport without shared memory", "names", taken)
 	}
 	k.srv = srv
 }
 
-// closeChans closes t's channels, announcing the close: called once the
+// close closes the transport's channels, announcing the close: called once the
 // conns' FINs and RSTs went out.
-func (t *Transport) closeChans() {
-	k := &t.kc
+func (k *chans) close() {
 	k.mu.Lock()
 	k.closed = true
 	srv := k.srv
@@ -128,8 +128,7 @@ func (k *chans) vouch(ch *kchan.Chan) (bool, string) {
 
 // addLink records a trusted channel; false if t is closed or keeps
 // maxLinks already.
-func (t *Transport) addLink(ch *kchan.Chan) (*link, bool) {
-	k := &t.kc
+func (k *chans) addLink(ch *kchan.Chan) (*link, bool) {
 	l := &link{ch: ch}
 	l.shm, l.why = k.vouch(ch)
 	for _, a := range ch.Hello.Addrs {
@@ -152,21 +151,22 @@ func (t *Transport) addLink(ch *kchan.Chan) (*link, bool) {
 	return l, true
 }
 
-// admitChan records a dialer's channel before it is answered, so that
+// admit records a dialer's channel before it is answered, so that
 // its CONNECTs find its addresses vouched for (kchan's goroutine).
-func (t *Transport) admitChan(ch *kchan.Chan) bool {
+func (k *chans) admit(ch *kchan.Chan) bool {
+	t := k.t
 	if !trusted(ch.Cred) || len(ch.Hello.Addrs) == 0 {
 		return false
 	}
-	_, ok := t.addLink(ch)
+	_, ok := t.kc.addLink(ch)
 	return ok
 }
 
-// chanEnded forgets a channel that ended; if its peer's process is gone
+// ended forgets a channel that ended; if its peer's process is gone
 // (or it announced its close a while ago), its endpoints are failed
 // (kchan's goroutine, or the dialer's watch).
-func (t *Transport) chanEnded(ch *kchan.Chan, end kchan.End) {
-	k := &t.kc
+func (k *chans) ended(ch *kchan.Chan, end kchan.End) {
+	t := k.t
 	k.mu.Lock()
 	var l *link
 	for m := range k.links {
@@ -192,19 +192,19 @@ func (t *Transport) chanEnded(ch *kchan.Chan, end kchan.End) {
 	}
 	switch end {
 	case kchan.Died:
-		t.peersGone(addrs)
+		t.kc.peersGone(addrs)
 	case kchan.Closed:
-		time.AfterFunc(closedGrace, func() { t.peersGone(addrs) })
+		time.AfterFunc(closedGrace, func() { t.kc.peersGone(addrs) })
 	}
 }
 
-// ensureChan makes sure a trusted channel to the Transport at addr is up
+// ensure makes sure a trusted channel to the Transport at addr is up
 // before an endpoint is made to it, if that Transport runs on this host:
 // it dials the channel once (concurrent dials to one address wait for
 // the first). Nothing listening means another host, or a peer without a
 // channel: addr is then not vouched for.
-func (t *Transport) ensureChan(ctx context.Context, addr []byte) {
-	k := &t.kc
+func (k *chans) ensure(ctx context.Context, addr []byte) {
+	t := k.t
 	for {
 		k.mu.Lock()
 		if k.srv == nil || k.closed || k.byAddr[string(addr)] != nil {
@@ -240,11 +240,11 @@ func (t *Transport) ensureChan(ctx context.Context, addr []byte) {
 		ch.Close(false)
 		return
 	}
-	if _, ok := t.addLink(ch); !ok {
+	if _, ok := t.kc.addLink(ch); !ok {
 		ch.Close(false)
 		return
 	}
-	go func() { t.chanEnded(ch, ch.Watch()) }()
+	go func() { t.kc.ended(ch, ch.Watch()) }()
 }
 
 // containsAddr reports whether addrs holds addr, byte for byte.
@@ -259,8 +259,7 @@ func containsAddr(addrs [][]byte, addr []byte) bool {
 
 // shmVouched reports whether a trusted channel vouches for shared memory
 // with the worker at addr, and if not, why.
-func (t *Transport) shmVouched(addr []byte) (bool, string) {
-	k := &t.kc
+func (k *chans) shmVouched(addr []byte) (bool, string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if l := k.byAddr[string(addr)]; l != nil {
@@ -276,14 +275,14 @@ func (t *Transport) shmVouched(addr []byte) (bool, string) {
 // (a trusted channel reaches it) whose address offers shared memory,
 // will not use it: "" if it may, or it offers none, or no channel says
 // it is on this host.
-func (t *Transport) shmWhyNot(addr []byte) string {
-	if !isUCX(t.eng) {
+func (k *chans) shmWhyNot(addr []byte) string {
+	t := k.t
+	if !t.ucx.IsUCX(t.eng) {
 		return ""
 	}
-	if o, err := offerOf(addr); err != nil || !o.SharedMemory {
+	if o, err := t.ucx.Offer(addr); err != nil || !o.SharedMemory {
 		return ""
 	}
-	k := &t.kc
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if l := k.byAddr[string(addr)]; l != nil && !l.shm {
@@ -298,11 +297,12 @@ func (t *Transport) shmWhyNot(addr []byte) string {
 // it returns. An address the engine would refuse as it is (a forged
 // interface) is refused before anything is removed from it, and one
 // left with no transport too.
-func (t *Transport) ucxAddr(addr []byte) ([]byte, error) {
-	if isUCX(t.eng) && !validAddress(addr) {
+func (k *chans) ucxAddr(addr []byte) ([]byte, error) {
+	t := k.t
+	if t.ucx.IsUCX(t.eng) && !t.ucx.ValidAddress(addr) {
 		return nil, errors.New("not a worker address this build hands to UCX")
 	}
-	if ok, _ := t.shmVouched(addr); ok {
+	if ok, _ := t.kc.shmVouched(addr); ok {
 		return addr, nil
 	}
 	out, err := t.stripShm(addr)
@@ -318,7 +318,8 @@ func (t *Transport) ucxAddr(addr []byte) ([]byte, error) {
 // peersGone fails, on every shard, the peers at addrs, whose process is
 // gone: through the shard's engine goroutine, after a progress pass (see
 // reapGone).
-func (t *Transport) peersGone(addrs []string) {
+func (k *chans) peersGone(addrs []string) {
+	t := k.t
 	if t.isClosed() {
 		return
 	}
@@ -384,7 +385,7 @@ func (s *shard) reapGone(frames bool) {
 		t.mu.RUnlock()
 		if p != nil {
 			t.stats.peersExited.Add(1)
-			t.failPeer(p, "its process exited (kernel channel closed)")
+			p.fail("its process exited (kernel channel closed)")
 		}
 	}
 }
@@ -397,10 +398,9 @@ func joinWhy(a, b string) string {
 	return a + "; " + b
 }
 
-// chanAlive reports whether a trusted channel to the Transport of the
+// alive reports whether a trusted channel to the Transport of the
 // worker at addr is up: its process lives.
-func (t *Transport) chanAlive(addr string) bool {
-	k := &t.kc
+func (k *chans) alive(addr string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.byAddr[addr] != nil

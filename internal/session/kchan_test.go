@@ -178,7 +178,7 @@ func TestKChanSharedMemoryOnlyVouched(t *testing.T) {
 	defer srv.mu.RUnlock()
 	for _, s := range srv.shards {
 		for addr, p := range s.peers {
-			if ok, _ := srv.shmVouched([]byte(addr)); !ok {
+			if ok, _ := srv.kc.shmVouched([]byte(addr)); !ok {
 				require.False(t, usesShm(s.eng.Stats(p.ep).Transports), "an unvouched peer's endpoint carries shared memory")
 			}
 		}
@@ -246,8 +246,8 @@ func TestKChanReleaseMismatchReason(t *testing.T) {
 	tr.kc.mu.Lock()
 	tr.kc.byAddr[string(addr)] = &link{shm: ok, why: why}
 	tr.kc.mu.Unlock()
-	require.Equal(t, "no shared memory: UCX 1.13.1 here, 1.18.1 there", tr.shmWhyNot(addr))
-	stripped, err := tr.ucxAddr(addr)
+	require.Equal(t, "no shared memory: UCX 1.13.1 here, 1.18.1 there", tr.kc.shmWhyNot(addr))
+	stripped, err := tr.kc.ucxAddr(addr)
 	if err != nil { // only shared memory (UCX_TLS=sm): refused
 		require.ErrorContains(t, err, "shared memory")
 		return

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"time"
 
+	"github.com/ucxnet/ucxnet/internal/engine"
 	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
 	"github.com/ucxnet/ucxnet/registry"
@@ -55,10 +57,21 @@ func checkLane(v string) error {
 	return fmt.Errorf("ucxnet: unknown lane %q (want %q, %q or %q)", v, LaneAuto, LaneUCX, LaneTCP)
 }
 
-// forcedLane returns the lane the configuration forces ("" for auto) and
+// lanePolicy decides a transport's lanes from its configuration, the
+// engine it runs and the UCX it is bound to. Set when the transport
+// starts, then read-only.
+type lanePolicy struct {
+	cfg Config
+	eng engine.Engine // shard 0's: the worker listeners publish
+	ucx UCXBinding
+	lib UCXLibrary
+	reg registry.Registry
+}
+
+// forced returns the lane the configuration forces ("" for auto) and
 // the reason it gives.
-func (t *Transport) forcedLane() (name, why string) {
-	if v := t.cfg.Lane; v != "" {
+func (r *lanePolicy) forced() (name, why string) {
+	if v := r.cfg.Lane; v != "" {
 		if v == LaneAuto {
 			return "", ""
 		}
@@ -71,52 +84,39 @@ func (t *Transport) forcedLane() (name, why string) {
 }
 
 // ucxTLSSet reports whether the user chose UCX's transports.
-func (t *Transport) ucxTLSSet() bool {
-	_, set := ucxconf.EffectiveTLS(t.cfg.UCX)
+func (r *lanePolicy) ucxTLSSet() bool {
+	_, set := ucxconf.EffectiveTLS(r.cfg.UCX)
 	return set
 }
 
-// tlsValue is the UCX_TLS in force ("" when unset).
-func (t *Transport) tlsValue() string {
-	v, _ := ucxconf.EffectiveTLS(t.cfg.UCX)
+// tls is the UCX_TLS in force ("" when unset).
+func (r *lanePolicy) tls() string {
+	v, _ := ucxconf.EffectiveTLS(r.cfg.UCX)
 	return v
 }
 
 // haveUCX reports whether this transport runs UCX.
-func (t *Transport) haveUCX() bool {
-	_, none := t.eng.(noUCX)
-	return t.eng != nil && !none
+func (r *lanePolicy) haveUCX() bool {
+	_, none := r.eng.(noUCX)
+	return r.eng != nil && !none
 }
 
-// laneFor gathers the facts about entry e and decides the lane to it; the
+// decide gathers the facts about entry e and decides the lane to it; the
 // endpoints are the TCP endpoints to try, in order.
-func (t *Transport) laneFor(e registry.Entry) (lane.Choice, []netip.AddrPort) {
+func (r *lanePolicy) decide(e registry.Entry) (lane.Choice, []netip.AddrPort) {
 	_, _, host := registry.CurrentProcess()
-	f := lane.Facts{UCXTLS: t.ucxTLSSet(), HaveUCX: t.haveUCX(), SameHost: e.Host != "" && e.Host == host}
-	f.Forced, f.ForcedBy = t.forcedLane()
+	f := lane.Facts{UCXTLS: r.ucxTLSSet(), HaveUCX: r.haveUCX(), SameHost: e.Host != "" && e.Host == host}
+	f.Forced, f.ForcedBy = r.forced()
 	eps := lane.ParseEndpoints(e.Meta[MetaTCP], f.SameHost)
 	f.PeerTCP = len(eps) > 0
-	if o, err := offerOf(e.Address); err == nil {
+	if o, err := r.ucx.Offer(e.Address); err == nil {
 		f.PeerUCX, f.Peer = true, lane.Offer{SharedMemory: o.SharedMemory, RDMA: o.RDMA}
 	}
 	if f.HaveUCX {
-		o, _ := offerOf(t.eng.Address())
+		o, _ := r.ucx.Offer(r.eng.Address())
 		f.Local = lane.Offer{SharedMemory: o.SharedMemory, RDMA: o.RDMA}
 	}
 	return lane.Decide(f), eps
-}
-
-// Lane returns the lane the conn runs on — "ucx" or "tcp" (a kernel TCP
-// connection) — and why it was chosen, e.g. "kernel tcp: no UCX transport
-// better than tcp to this peer" or "same host: shared memory".
-func (c *Conn) Lane() (name, reason string) {
-	if c.lane != nil {
-		return LaneTCP, c.laneWhy
-	}
-	if c.laneWhy == "" {
-		return LaneUCX, reasonAcceptedUCX
-	}
-	return LaneUCX, c.laneWhy
 }
 
 // LaneInfo says which lane a dial to a name would take, and why. Its
@@ -136,7 +136,7 @@ func (t *Transport) LaneTo(name string) (LaneInfo, error) {
 	if err != nil {
 		return LaneInfo{}, err
 	}
-	ch, eps := t.laneFor(e)
+	ch, eps := t.policy.decide(e)
 	info := LaneInfo{Lane: ch.Lane, Reason: ch.Reason}
 	if err := laneRefused(ch); err != nil {
 		info.Reason = err.Error()
@@ -145,4 +145,56 @@ func (t *Transport) LaneTo(name string) (LaneInfo, error) {
 		info.Endpoints = append(info.Endpoints, ap.String())
 	}
 	return info, nil
+}
+
+// LaneDevices returns where the transport's listeners listen on the
+// kernel-TCP lane, in UCX_NET_DEVICES's syntax ("" for every interface),
+// and why: the devices UCX_NET_DEVICES names when it is set; else, with a
+// registry that only this host reads (a directory, the in-process memory
+// registry), the loopback interface; else (a registry server, etcd)
+// every interface, as UCX's tcp transport listens.
+func (t *Transport) LaneDevices() (devices, why string) {
+	if d := t.policy.netDevices(); d != "" {
+		return d, exposureSet
+	}
+	switch t.reg.(type) {
+	case *registry.Dir, *registry.Memory:
+		return loopbackDevices(), fmt.Sprintf(exposureLocal, t.reg)
+	}
+	return "", fmt.Sprintf(exposureShared, t.reg)
+}
+
+// dialTCP dials entry e over the TCP lane: the endpoints in order, then
+// the preamble.
+func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.AddrPort, psk []byte, raddr Addr, why string, ka time.Duration) (*LaneConn, error) {
+	tc, err := lane.DialEndpoints(ctx, eps)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, laneDownf("%q over kernel tcp: %v", e.Name, err)
+	}
+	id := lane.NewID()
+	c := newLaneConn(t, tc, Addr{Name: t.name, ID: id}, raddr, why)
+	c.id, c.dialed = id, true
+	dl := time.Now().Add(tcpHandshakeTimeout)
+	if cdl, ok := ctx.Deadline(); ok && cdl.Before(dl) {
+		dl = cdl
+	}
+	_ = tc.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) })
+	err = c.dialPreamble(e.Name, psk)
+	if !stop() || ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err == nil && !t.lanes.add(c) {
+		err = ErrTransportClosed
+	}
+	if err != nil {
+		lane.Reset(tc)
+		return nil, err
+	}
+	_ = tc.SetDeadline(time.Time{})
+	lane.SetKeepAlive(tc, ka)
+	return c, nil
 }

@@ -59,7 +59,7 @@ func TestLaneAutoSameHost(t *testing.T) {
 		return
 	}
 	require.Equal(t, lane.ReasonSharedMemory, why)
-	o, err := offerOf(p.client.eng.Address())
+	o, err := testUCX.Offer(p.client.eng.Address())
 	require.NoError(t, err)
 	require.True(t, o.SharedMemory && o.TCP, "%v", o.Transports)
 	require.NotEmpty(t, info.Endpoints)

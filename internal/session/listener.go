@@ -3,13 +3,13 @@ package session
 import (
 	"context"
 	"errors"
-	"github.com/ucxnet/ucxnet/internal/lane"
 	"net"
 	"os"
 	"sync"
 	"time"
 
-	"github.com/ucxnet/ucxnet/internal/stream"
+	"github.com/ucxnet/ucxnet/internal/lane"
+
 	"github.com/ucxnet/ucxnet/registry"
 )
 
@@ -36,7 +36,7 @@ type Listener struct {
 	// oldest first (under mu).
 	pendingAuth Unproven[*Conn, *peer]
 	addr        Addr
-	queue       chan *Conn
+	queue       chan Stream
 	mu          sync.Mutex
 	closed      bool
 	done        chan struct{}
@@ -52,10 +52,7 @@ type Listener struct {
 func (lc *ListenConfig) Listen(ctx context.Context, name string) (*Listener, error) {
 	t := lc.Transport
 	if t == nil {
-		var err error
-		if t, err = DefaultTransport(); err != nil {
-			return nil, err
-		}
+		return nil, errNoTransport
 	}
 	if name == "" {
 		name = registry.UniqueName()
@@ -75,7 +72,7 @@ func (lc *ListenConfig) Listen(ctx context.Context, name string) (*Listener, err
 	if ka == 0 {
 		ka = t.cfg.KeepAlive
 	}
-	l := &Listener{t: t, psk: psk, ka: ka, addr: Addr{Name: name}, queue: make(chan *Conn, backlog), done: make(chan struct{})}
+	l := &Listener{t: t, psk: psk, ka: ka, addr: Addr{Name: name}, queue: make(chan Stream, backlog), done: make(chan struct{})}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -89,7 +86,7 @@ func (lc *ListenConfig) Listen(ctx context.Context, name string) (*Listener, err
 	t.mu.Unlock()
 
 	pid, start, host := registry.CurrentProcess()
-	meta, err := l.startTCPLane(withUCXRelease(lc.Meta))
+	meta, err := l.startTCPLane(withUCXRelease(lc.Meta, t.lib.Version))
 	e := registry.Entry{
 		Name: name, Service: lc.Service, Address: t.eng.Address(),
 		PID: pid, StartTime: start, Host: host, Meta: meta,
@@ -108,7 +105,7 @@ func (lc *ListenConfig) Listen(ctx context.Context, name string) (*Listener, err
 }
 
 // enqueue hands an accepted conn to Accept; false if the backlog is full.
-func (l *Listener) enqueue(c *Conn) bool {
+func (l *Listener) enqueue(c Stream) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -153,7 +150,7 @@ func (l *Listener) isClosed() bool {
 // AcceptStream waits for and returns the next stream, until expired is
 // closed (os.ErrDeadlineExceeded; nil: no deadline). After Close it
 // returns net.ErrClosed (Close reset the conns still queued).
-func (l *Listener) AcceptStream(expired <-chan struct{}) (*Conn, error) {
+func (l *Listener) AcceptStream(expired <-chan struct{}) (Stream, error) {
 	select {
 	case <-l.done:
 		return nil, net.ErrClosed
@@ -164,9 +161,6 @@ func (l *Listener) AcceptStream(expired <-chan struct{}) (*Conn, error) {
 	select {
 	case c := <-l.queue:
 		c.accepted()
-		if c.lane == nil {
-			l.t.sweepUCXFDs()
-		}
 		return c, nil
 	case <-l.done:
 		return nil, net.ErrClosed
@@ -202,7 +196,7 @@ func (l *Listener) Close() error {
 	for {
 		select {
 		case c := <-l.queue:
-			c.terminate(net.ErrClosed, EndReset(stream.RstAbort, RSTIfOpen))
+			c.abort()
 			continue
 		default:
 		}
@@ -222,10 +216,9 @@ func (l *Listener) Addr() net.Addr { return l.addr }
 // say which two releases met. It replaces a value the application set.
 const MetaUCXRelease = "ucx"
 
-// withUCXRelease returns meta with MetaUCXRelease added (a copy; meta is
+// withUCXRelease returns meta with MetaUCXRelease v added (a copy; meta is
 // the application's).
-func withUCXRelease(meta map[string]string) map[string]string {
-	v := UCX().Version
+func withUCXRelease(meta map[string]string, v string) map[string]string {
 	if v == "" {
 		return meta
 	}

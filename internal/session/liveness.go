@@ -136,9 +136,6 @@ func (c *Conn) SetKeepAlive(on bool) error {
 // (*net.TCPConn).SetKeepAliveConfig does: Idle, Interval and Count, their
 // defaults where zero or negative (see SetKeepAlive).
 func (c *Conn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
-	if c.lane != nil {
-		return c.lane.TC.SetKeepAliveConfig(cfg)
-	}
 	c.mu.Lock()
 	done := c.state.Closed || c.state.Phase == PhaseDone
 	c.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -31,9 +32,9 @@ func TestMain(m *testing.M) {
 		checkOwners = true // the ownership checks (owner.go) run in the tests
 	}
 	// Without UCX (a build without cgo, or off Linux) the default transport
-	// runs the kernel-TCP lane alone, or fails with ucx.Unsupported when
+	// runs the kernel-TCP lane alone, or fails with testUCX.Unsupported when
 	// UCXNET_LANE forces UCX; the tests that need UCX skip (needUCX).
-	if _, err := DefaultTransport(); err != nil && !errors.Is(err, ucx.Unsupported) {
+	if _, err := DefaultTransport(); err != nil && !errors.Is(err, testUCX.Unsupported) {
 		fmt.Fprintln(os.Stderr, "session tests: starting the default transport:", err)
 		cleanup()
 		os.Exit(1)
@@ -41,9 +42,13 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreCurrent(), goleak.Cleanup(func(int) { cleanup() }))
 }
 
-// newUCXTransport starts a transport on UCX (StartUCX), as package ucxnet's
+// newUCXTransport starts a transport on UCX (testUCX), as package ucxnet's
 // NewTransport does.
-func newUCXTransport(cfg Config) (*Transport, error) { return NewTransport(cfg, StartUCX) }
+func newUCXTransport(cfg Config) (*Transport, error) { return NewTransport(cfg, testUCX) }
+
+// DefaultTransport is the tests' process-wide transport, as package
+// ucxnet's default one: on UCX, never closed.
+var DefaultTransport = sync.OnceValues(func() (*Transport, error) { return newUCXTransport(Config{}) })
 
 // privateStatsDir points the tests' stats sockets (and their child
 // processes', through the environment) at a directory of their own unless

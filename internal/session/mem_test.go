@@ -39,13 +39,15 @@ type memPair struct {
 func newMemTransport(t testing.TB, n *memengine.Network, cfg Config) (*Transport, *memengine.Engine) {
 	t.Helper()
 	var me *memengine.Engine
-	tr, err := NewTransport(cfg, func(_ Config, h engine.Handler) (engine.Engine, error) {
+	b := testUCX
+	b.Start = func(_ Config, h engine.Handler) (engine.Engine, error) {
 		e, err := n.Start(h)
 		if me == nil {
 			me = e // the first: the one whose address is published
 		}
 		return e, err
-	})
+	}
+	tr, err := NewTransport(cfg, b)
 	require.NoError(t, err)
 	return tr, me
 }
@@ -353,11 +355,11 @@ func TestMemKeepAliveAfterOwnStall(t *testing.T) {
 	defer s.Close()
 	late := time.Now().Add(5 * time.Second)
 	sh := p.client.shards[0]
-	asEngine(sh, func() { sh.sweepOnce(late, true) })
+	asEngine(sh, func() { sh.sweep.once(late, true) })
 	require.Zero(t, p.client.Stats().KeepAliveFailures, "a peer was failed for our own stall")
 	require.Positive(t, p.client.Stats().PingsSent)
 	// Without the stall the same silence is fatal.
-	asEngine(sh, func() { sh.sweepOnce(late.Add(keepAliveOf(2*time.Second).Timeout()+time.Second), false) })
+	asEngine(sh, func() { sh.sweep.once(late.Add(keepAliveOf(2*time.Second).Timeout()+time.Second), false) })
 	require.Positive(t, p.client.Stats().KeepAliveFailures)
 }
 

@@ -108,7 +108,7 @@ func TestLaneMixedRelease(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(prefix, ".built")); err != nil {
 		t.Skipf("needs UCX %s built in %s: run `make ucx-build UCX_VERSION=%s` (about 10 minutes), then `make test-mixed`", mixedRelVersion, prefix, mixedRelVersion)
 	}
-	if UCX().Version == mixedRelVersion {
+	if testLib().Version == mixedRelVersion {
 		t.Skipf("this process runs UCX %s already", mixedRelVersion)
 	}
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -194,9 +194,9 @@ func mixedReleasePair(t *testing.T, bin, prefix, tls string) {
 	require.NoError(t, err)
 	defer c.Close()
 	lane, why := c.(*testConn).Lane()
-	t.Logf("UCX %s parent: %s: %s", UCX().Version, lane, why)
+	t.Logf("UCX %s parent: %s: %s", testLib().Version, lane, why)
 	require.Contains(t, why, mixedRelVersion, "the reason names the other release")
 	require.NoError(t, mixedRoundTrip(c))
 	require.True(t, strings.HasPrefix(report, "ok "), "the child: %s", report)
-	require.Contains(t, report, UCX().Version, "the child's reason names this release")
+	require.Contains(t, report, testLib().Version, "the child's reason names this release")
 }

@@ -6,7 +6,6 @@ package session
 // same program runs on a laptop and uses UCX in production.
 
 import (
-	"errors"
 	"os"
 	"time"
 
@@ -22,33 +21,33 @@ var noUCXAddress = []byte("ucxnet: no UCX (kernel tcp only)")
 // noUCX is the engine of a transport without UCX, and noWorker its
 // worker: every endpoint operation fails.
 type (
-	noUCX    struct{}
-	noWorker struct{}
+	noUCX    struct{ err error } // err: the binding's Unsupported
+	noWorker struct{ err error }
 )
 
-// startNoUCX returns noUCX when err says this build has no UCX and the
-// lane is not forced to UCX; else err.
+// startNoUCX returns noUCX for err, the binding's error saying this build
+// has no UCX, unless the lane is forced to UCX: then err.
 func startNoUCX(cfg Config, err error) (engine.Engine, error) {
 	lane := cfg.Lane
 	if lane == "" {
 		lane = os.Getenv(EnvLane)
 	}
-	if !errors.Is(err, ucx.Unsupported) || lane == LaneUCX {
+	if lane == LaneUCX {
 		return nil, err
 	}
-	return noUCX{}, nil
+	return noUCX{err}, nil
 }
 
 func (noUCX) Address() []byte                          { return noUCXAddress }
-func (noUCX) Acquire(bool) engine.Worker               { return noWorker{} }
+func (e noUCX) Acquire(bool) engine.Worker             { return noWorker(e) }
 func (noUCX) Stats(engine.EP) engine.Stats             { return engine.Stats{} }
 func (noUCX) Backlog(engine.EP) uint64                 { return 0 }
 func (noUCX) Release(...stream.Ref)                    {}
 func (noUCX) Close(time.Duration) error                { return nil }
-func (noWorker) Connect([]byte) (engine.EP, error)     { return engine.EP{}, ucx.Unsupported }
+func (w noWorker) Connect([]byte) (engine.EP, error)   { return engine.EP{}, w.err }
 func (noWorker) Flush(engine.EP, uint64) (bool, error) { return true, nil }
 func (noWorker) CloseEP(engine.EP, bool) error         { return nil }
 func (noWorker) GiveBack()                             {}
-func (noWorker) Send(engine.EP, engine.Frames) (int, bool, error) {
-	return 0, false, ucx.Unsupported
+func (w noWorker) Send(engine.EP, engine.Frames) (int, bool, error) {
+	return 0, false, w.err
 }

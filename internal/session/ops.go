@@ -7,6 +7,7 @@ package session
 import (
 	"errors"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
@@ -15,43 +16,51 @@ import (
 // maxFreeBufs bounds the recycled read buffers a transport keeps.
 const maxFreeBufs = 256
 
-// newOp registers a UCX operation (a flush or a zero-copy send) that
+// opTable holds the UCX operations (flushes, zero-copy sends) whose end an
+// event will report, by token.
+type opTable struct {
+	mu  sync.Mutex
+	seq uint64
+	ops map[uint64]chan error
+}
+
+// add registers a UCX operation (a flush or a zero-copy send) that
 // reports its end with an event carrying token.
-func (t *Transport) newOp() (token uint64, done <-chan error) {
+func (o *opTable) add() (token uint64, done <-chan error) {
 	ch := make(chan error, 1)
-	t.opMu.Lock()
-	t.opSeq++
-	token = t.opSeq
-	t.ops[token] = ch
-	t.opMu.Unlock()
+	o.mu.Lock()
+	o.seq++
+	token = o.seq
+	o.ops[token] = ch
+	o.mu.Unlock()
 	return token, ch
 }
 
-// forgetOp drops an operation that will not (or need not) report its end.
-func (t *Transport) forgetOp(token uint64) {
-	t.opMu.Lock()
-	delete(t.ops, token)
-	t.opMu.Unlock()
+// forget drops an operation that will not (or need not) report its end.
+func (o *opTable) forget(token uint64) {
+	o.mu.Lock()
+	delete(o.ops, token)
+	o.mu.Unlock()
 }
 
-// opDone delivers an operation's end (engine goroutine).
-func (t *Transport) opDone(token uint64, err error) {
-	t.opMu.Lock()
-	ch := t.ops[token]
-	delete(t.ops, token)
-	t.opMu.Unlock()
+// done delivers an operation's end (engine goroutine).
+func (o *opTable) done(token uint64, err error) {
+	o.mu.Lock()
+	ch := o.ops[token]
+	delete(o.ops, token)
+	o.mu.Unlock()
 	if ch != nil {
 		ch <- err
 	}
 }
 
-// failOps ends every operation still registered with st: after the engine
+// failAll ends every operation still registered with st: after the engine
 // closed, no event will end them.
-func (t *Transport) failOps(err error) {
-	t.opMu.Lock()
-	ops := t.ops
-	t.ops = make(map[uint64]chan error)
-	t.opMu.Unlock()
+func (o *opTable) failAll(err error) {
+	o.mu.Lock()
+	ops := o.ops
+	o.ops = make(map[uint64]chan error)
+	o.mu.Unlock()
 	for _, ch := range ops {
 		ch <- err
 	}
@@ -65,8 +74,9 @@ var errConnFailed = errors.New("ucxnet: conn failed during flush")
 // the transport, until expired is closed (timeoutError), until stop is
 // closed (net.ErrClosed) or until failed is closed (errConnFailed); a nil
 // channel never is.
-func (t *Transport) flush(p *peer, expired, stop, failed <-chan struct{}) error {
-	token, ch := t.newOp()
+func (p *peer) flush(expired, stop, failed <-chan struct{}) error {
+	t := p.sh.t
+	token, ch := t.ops.add()
 	var done bool
 	err := p.use(func(ep engine.EP) (err error) {
 		w := p.sh.acquire()
@@ -75,7 +85,7 @@ func (t *Transport) flush(p *peer, expired, stop, failed <-chan struct{}) error 
 		return err
 	})
 	if done || err != nil {
-		t.forgetOp(token)
+		t.ops.forget(token)
 		return err
 	}
 	select {
@@ -85,21 +95,21 @@ func (t *Transport) flush(p *peer, expired, stop, failed <-chan struct{}) error 
 		}
 		return nil
 	case <-expired:
-		t.forgetOp(token)
+		t.ops.forget(token)
 		return timeoutError{}
 	case <-stop:
-		t.forgetOp(token)
+		t.ops.forget(token)
 		return net.ErrClosed
 	case <-failed:
-		t.forgetOp(token)
+		t.ops.forget(token)
 		return errConnFailed
 	}
 }
 
 // flushWithin is flush with a timeout of d.
-func (t *Transport) flushWithin(p *peer, d time.Duration) error {
+func (p *peer) flushWithin(d time.Duration) error {
 	expired := make(chan struct{})
 	timer := time.AfterFunc(d, func() { close(expired) })
 	defer timer.Stop()
-	return t.flush(p, expired, nil, nil)
+	return p.flush(expired, nil, nil)
 }

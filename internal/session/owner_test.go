@@ -82,8 +82,8 @@ func TestOwnerRunningEngine(t *testing.T) {
 	needOwnerChecks(t)
 	p := newMemPair(t, Config{})
 	s := p.client.shards[0]
-	require.Contains(t, panicOf(func() { s.tick(time.Now()) }), "running on the wrong goroutine")
-	require.Empty(t, panicOf(func() { asEngine(s, func() { s.tick(time.Now()) }) }))
+	require.Contains(t, panicOf(func() { s.sweep.tick(time.Now()) }), "running on the wrong goroutine")
+	require.Empty(t, panicOf(func() { asEngine(s, func() { s.sweep.tick(time.Now()) }) }))
 }
 
 // Two goroutines in one shard's handler at once fail.

@@ -2,13 +2,11 @@ package session
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
-	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
 // peer is a remote worker and the one endpoint to it that all conns to
@@ -58,7 +56,7 @@ type peer struct {
 	// none (under Transport.mu); off: not checked.
 	ka KeepAlive
 	// dialed counts its conns that this side dialed (under
-	// Transport.mu): the dialing side probes first (see sweepOnce).
+	// Transport.mu): the dialing side probes first (see sweep.once).
 	dialed int
 
 	// pongs is the PING answer budget (see allowPong); pingsDropped
@@ -139,17 +137,18 @@ func (p *peer) use(f func(ep engine.EP) error) error {
 	return f(p.ep)
 }
 
-// closePeer closes p's endpoint once, whoever asks first (a failure on
+// close closes p's endpoint once, whoever asks first (a failure on
 // the engine goroutine, or Close).
-func (t *Transport) closePeer(p *peer, force bool) {
+func (p *peer) close(force bool) {
+	t := p.sh.t
 	t.mu.Lock()
 	p.sh.forgetPeerLocked(p)
 	t.mu.Unlock()
-	t.closeEP(p, force)
+	p.closeEP(force)
 }
 
 // closeEP closes p's endpoint once; p is already out of the peer tables.
-func (t *Transport) closeEP(p *peer, force bool) {
+func (p *peer) closeEP(force bool) {
 	p.epMu.Lock()
 	defer p.epMu.Unlock()
 	if p.gone {
@@ -205,10 +204,11 @@ func claimedLocked(p *peer, from uintptr, self *Conn) bool {
 // budget (admit.go) and with at most maxIdlePeers endpoints without
 // conns. The engine validates the address before UCX sees it (UCX aborts
 // the process on a malformed one).
-func (t *Transport) refusePeer(s *shard, addr []byte, from uintptr) (*peer, error) {
+func (s *shard) refusePeer(addr []byte, from uintptr) (*peer, error) {
+	t := s.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p, err := t.peerForLocked(s, addr, false, nil, from)
+	p, err := s.peerForLocked(addr, false, nil, from)
 	if err == nil && !p.hadConns {
 		p.refusedFrom = from
 	}
@@ -223,7 +223,8 @@ func (t *Transport) refusePeer(s *shard, addr []byte, from uintptr) (*peer, erro
 // remadeLocked). A CONNECT's endpoint is made within the admission budget
 // (admit.go) and with at most maxIdlePeers endpoints without conns. t.mu
 // is held.
-func (t *Transport) peerForLocked(s *shard, addr []byte, dial bool, at *shard, from uintptr) (*peer, error) {
+func (s *shard) peerForLocked(addr []byte, dial bool, at *shard, from uintptr) (*peer, error) {
+	t := s.t
 	heldW(&t.mu, "peerForLocked needs Transport.mu")
 	if t.closed {
 		return nil, ErrTransportClosed
@@ -233,7 +234,7 @@ func (t *Transport) peerForLocked(s *shard, addr []byte, dial bool, at *shard, f
 			return p, nil
 		}
 		s.forgetPeerLocked(p)
-		go t.closeEP(p, false)
+		go p.closeEP(false)
 	}
 	if at == nil {
 		at, from = s, 0
@@ -247,7 +248,7 @@ func (t *Transport) peerForLocked(s *shard, addr []byte, dial bool, at *shard, f
 			return nil, err
 		}
 	}
-	ua, err := t.ucxAddr(addr)
+	ua, err := t.kc.ucxAddr(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -269,44 +270,6 @@ func (t *Transport) peerForLocked(s *shard, addr []byte, dial bool, at *shard, f
 	return p, nil
 }
 
-// idlePeersLocked counts the endpoints without conns, on every shard.
-// t.mu is held.
-func (t *Transport) idlePeersLocked() int {
-	held(&t.mu, "idlePeersLocked needs Transport.mu")
-	n := 0
-	for _, s := range t.shards {
-		for _, p := range s.peers {
-			if len(p.conns) == 0 {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-// attach gives c a fresh id and puts it in the conn table, on the peer of
-// c's shard for addr (created if need be), in one step: the idle sweep
-// cannot close that peer's endpoint in between. For an accepted conn
-// (dial = false), at and from are where its CONNECT came from.
-func (t *Transport) attach(addr []byte, c *Conn, dial bool, at *shard, from uintptr) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !dial && claimedLocked(at.peers[string(addr)], from, nil) {
-		// A CONNECT that names the worker address of a peer with conns
-		// whose frames come from another endpoint: a claim (the address
-		// is public, in the registry), not that peer.
-		return errClaimedAddr
-	}
-	p, err := t.peerForLocked(c.sh, addr, dial, at, from)
-	if err != nil {
-		return err
-	}
-	c.peerAt.Store(p)
-	c.dialed = dial
-	t.addConnLocked(c)
-	return nil
-}
-
 // noteFromLocked records c's From as the From of p's frames, once c, a
 // conn to p, was bound by a frame that only p's worker could send: a
 // dial's ACCEPT, which names the conn id its CONNECT sent through p's
@@ -314,7 +277,8 @@ func (t *Transport) attach(addr []byte, c *Conn, dial bool, at *shard, from uint
 // id its ACCEPT sent there (learnFrom). A CONNECT never sets it: its
 // worker address is its sender's word only. A peer that made a new
 // endpoint to us since has a new From. t.mu is held.
-func (t *Transport) noteFromLocked(p *peer, c *Conn) {
+func (p *peer) noteFromLocked(c *Conn) {
+	t := p.sh.t
 	heldW(&t.mu, "noteFromLocked needs Transport.mu")
 	c.sh.owner.check()
 	from := c.from
@@ -396,7 +360,9 @@ func (p *peer) replaceLocked() bool {
 // markUnanswered marks the peer of c, a dial that got a REFUSE or no
 // answer, for replacement (peer.replace) unless one of its conns was
 // answered. No conn's mu is held.
-func (t *Transport) markUnanswered(c *Conn) {
+func (hs *handshake) markUnanswered() {
+	c := hs.c
+	t := c.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := c.peer()
@@ -412,87 +378,6 @@ func (t *Transport) markUnanswered(c *Conn) {
 		}
 	}
 	p.replace = true
-}
-
-// sweepEvery is how often the keepalive sweep runs: a sixth of the
-// transport's keepalive idle time, within [engine.TickEvery, 1 s].
-func (t *Transport) sweepEvery() time.Duration {
-	every := 250 * time.Millisecond // for conns whose Dialer, ListenConfig or SetKeepAlive sets a keepalive
-	if ka := t.cfg.KeepAlive; ka > 0 {
-		every = min(time.Second, max(ka/6, engine.TickEvery))
-	}
-	return every
-}
-
-// tick runs s's sweep when it is due (s's engine goroutine, on its
-// engine's Tick events: no timer of its own, which would wake an idle
-// process more often). A tick far later than due means this process did not run
-// (stopped, a suspended VM): its peers' silence says nothing yet.
-func (s *shard) tick(now time.Time) {
-	s.owner.check()
-	t := s.t
-	every := t.sweepEvery()
-	if s.lastSweep.IsZero() {
-		s.lastSweep = now
-		return
-	}
-	// A tick a little early still runs it: ticks come every
-	// engine.TickEvery with some jitter, and a sweep due every TickEvery
-	// would otherwise run on every other one.
-	if now.Sub(s.lastSweep) < every-every/8 {
-		return
-	}
-	stalled := now.Sub(s.lastSweep) > 3*every
-	s.lastSweep = now
-	if t.isClosed() {
-		return
-	}
-	s.sweepOnce(now, stalled)
-}
-
-// sweepOnce is one round of sweep over s's peers. After a stall of this
-// process (stalled), no peer is failed for the silence seen: each silent
-// one is probed and has two thirds of KeepAlive to answer.
-func (s *shard) sweepOnce(now time.Time, stalled bool) {
-	t := s.t
-	var probes []probe
-	var dead, idle []*peer
-	var unboundProbe, unboundReset []*Conn
-	t.mu.Lock()
-	for _, p := range s.peers {
-		if len(p.conns) == 0 {
-			grace := idlePeer
-			if !p.hadConns {
-				grace = idleRefusedPeer
-			}
-			if now.Sub(p.idleSince) > grace {
-				s.forgetPeerLocked(p)
-				idle = append(idle, p)
-			}
-			continue
-		}
-		unboundProbe, unboundReset = unboundLocked(p, now, unboundProbe, unboundReset)
-		switch v, c := livenessLocked(p, now, stalled); v {
-		case Probe:
-			probes = append(probes, probe{p, c})
-		case Dead:
-			dead = append(dead, p)
-		}
-	}
-	t.mu.Unlock()
-	for _, p := range idle {
-		t.stats.idleClosed.Add(1)
-		t.closeEP(p, false)
-	}
-	t.sendProbes(probes, now)
-	t.checkUnbound(unboundProbe, unboundReset)
-	t.failSilent(dead, now)
-}
-
-// probe is a PING to send to p, on conn c.
-type probe struct {
-	p *peer
-	c *Conn
 }
 
 // livenessLocked judges p, a peer with conns, at now (Judge);
@@ -524,41 +409,6 @@ func livenessLocked(p *peer, now time.Time, stalled bool) (Verdict, *Conn) {
 	return v, c
 }
 
-// sendProbes sends the sweep's PINGs, sent at now.
-func (t *Transport) sendProbes(probes []probe, now time.Time) {
-	for _, pr := range probes {
-		pr.p.lastPing.Store(now.UnixNano())
-		pr.p.rttProbe.Store(now.UnixNano())
-		t.stats.pingsSent.Add(1)
-		// Aux names our end of the conn, for a peer that no longer
-		// knows its own (strayFrame).
-		_ = t.sendCtl(pr.p, stream.Header{Kind: stream.KindPing, ConnID: pr.c.loadRemoteID(), Aux: pr.c.id})
-	}
-}
-
-// failSilent fails the peers that left their PINGs unanswered, unless a
-// kernel channel says their process lives on this host (stopped, frozen
-// or starved: TCP's kernel answers for such a process too).
-func (t *Transport) failSilent(dead []*peer, now time.Time) {
-	for _, p := range dead {
-		if t.chanAlive(p.addr) {
-			p.lastRecv.Store(now.UnixNano())
-			t.stats.keepAliveKernel.Add(1)
-			continue
-		}
-		t.stats.keepAliveFailures.Add(1)
-		silent := now.Sub(time.Unix(0, p.lastRecv.Load())).Round(time.Millisecond)
-		// Over TCP UCX may still think the endpoint healthy (a link that
-		// is down), and UCX 1.13 can crash once a force-closed tcp
-		// endpoint with sends in flight hears from its peer again: close
-		// it gracefully there; UCX finishes or fails what it holds.
-		// Elsewhere force the close, which also cancels sends that a dead
-		// peer will never drain (zero-copy writers wait on those).
-		force := p.path(t).Kind != PathTCP
-		t.failPeerClose(p, fmt.Sprintf("no answer to keepalive for %v", silent), force)
-	}
-}
-
 // pingConn returns a conn of p with a keepalive whose peer-side id is
 // known, to carry a PING; nil if there is none (only dials waiting for
 // their answer). t.mu is held.
@@ -569,12 +419,4 @@ func pingConn(p *peer) *Conn {
 		}
 	}
 	return nil
-}
-
-// loadRemoteID returns c.remoteID, taking c.mu: the caller must not hold
-// c.mu (it may hold t.mu, which comes first).
-func (c *Conn) loadRemoteID() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.remoteID
 }

@@ -11,7 +11,7 @@ package session
 // instead, as a channel from a process of its user would.
 func rawTarget(target *Transport, self []byte) []byte {
 	a := target.eng.Address()
-	if s, err := stripSharedMemory(a); err == nil && len(s) > 0 {
+	if s, err := testUCX.stripSharedMemory(a); err == nil && len(s) > 0 {
 		return s
 	}
 	vouchFor(target, self)
@@ -22,7 +22,7 @@ func rawTarget(target *Transport, self []byte) []byte {
 // a channel from a process of its user would, where addr offers nothing
 // else (UCX_TLS=sm): a raw peer of the tests stands for such a process.
 func vouchFor(tr *Transport, addr []byte) {
-	if s, err := stripSharedMemory(addr); err == nil && len(s) > 0 {
+	if s, err := testUCX.stripSharedMemory(addr); err == nil && len(s) > 0 {
 		return
 	}
 	k := &tr.kc

@@ -41,7 +41,7 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 		}
 		c.mu.Unlock()
 		if small {
-			c.t.charge(c.peer(), time.Now().UnixNano())
+			c.peer().charge(time.Now().UnixNano())
 		}
 	case stream.KindRst:
 		c.t.stats.resetsRecv.Add(1)
@@ -51,7 +51,7 @@ func (c *Conn) handleFrame(h stream.Header, ev *engine.Event) {
 		// prober needs). Answers are not answered.
 		if h.Flags&stream.FlagReply == 0 {
 			if id := c.loadRemoteID(); id != 0 {
-				_ = c.t.sendCtl(c.peer(), stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: id, Aux: h.Aux})
+				_ = c.peer().sendCtl(stream.Header{Kind: stream.KindPing, Flags: stream.FlagReply, ConnID: id, Aux: h.Aux})
 			}
 		} else if p := c.peer(); p != nil {
 			p.notePong(time.Now())
@@ -74,7 +74,7 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	}
 	if c.state.Phase == PhaseAuthPending {
 		c.mu.Unlock()
-		c.t.protocolReset(c)
+		c.t.log.protocolReset(c)
 		c.terminate(withDetail(ErrProtocol, "data before authentication"), EndReset(stream.RstProtocol, RSTAlways))
 		return
 	}
@@ -82,12 +82,12 @@ func (c *Conn) handleStream(h stream.Header, ev *engine.Event) {
 	if err == stream.ErrDuplicate {
 		c.mu.Unlock()
 		c.t.stats.duplicates.Add(1)
-		c.t.charge(c.peer(), time.Now().UnixNano())
+		c.peer().charge(time.Now().UnixNano())
 		return
 	}
 	if err != nil {
 		c.mu.Unlock()
-		c.t.protocolReset(c)
+		c.t.log.protocolReset(c)
 		c.terminate(withDetail(ErrProtocol, "%v", err), EndReset(stream.RstProtocol, RSTIfOpen))
 		return
 	}

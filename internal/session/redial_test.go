@@ -64,8 +64,8 @@ func waitNoConns(t *testing.T, tr *Transport) {
 // peer still holds the old From, and must succeed. Before: a listener
 // that closed first made the dialer refuse the next ACCEPT as a claim
 // (ErrProtocol "bad ACCEPT: worker address refused", with two workers a
-// side; finding 1), and a dialer that closed first had its CONNECT
-// dropped unanswered as a claim (ECONNREFUSED after 3 s; finding 3). Over
+// side), and a dialer that closed first had its CONNECT dropped
+// unanswered as a claim (ECONNREFUSED after 3 s). Over
 // the in-memory engine, where the other end stays usable: over UCX it
 // does not (TestRedialAfterIdleSweep).
 func TestMemRedialAfterIdleClose(t *testing.T) {
@@ -87,9 +87,9 @@ func testRedialAfterIdleClose(t *testing.T, p *pair, listenerFirst bool) {
 	waitNoConns(t, p.client)
 	waitNoConns(t, p.server)
 	if listenerFirst {
-		p.server.closePeer(sp, false) // as its idle sweep does
+		sp.close(false) // as its idle sweep does
 	} else {
-		p.client.closePeer(cp, false)
+		cp.close(false)
 	}
 	c2, s2 := dialPinned(t, p)
 	require.Equal(t, c1.sh.idx, c2.sh.idx, "the redial left the dialer's worker")
@@ -104,7 +104,7 @@ func testRedialAfterIdleClose(t *testing.T, p *pair, listenerFirst bool) {
 // and the dialer's later dials from that worker must succeed. Before,
 // with two workers, the claim bound the first worker's peer for that
 // address to the claimer's endpoint, and every later CONNECT of the real
-// worker was dropped as a claim (finding 2).
+// worker was dropped as a claim.
 func TestMemClaimDoesNotLockOutDialer(t *testing.T) {
 	for _, workers := range []int{1, 2} {
 		t.Run(fmt.Sprint(workers), func(t *testing.T) {
@@ -186,7 +186,7 @@ func testRedialAfterIdleSweep(t *testing.T, p *pair, listenerFirst bool) {
 	}
 	closed := sweeper.Stats().IdlePeersClosed
 	for _, s := range sweeper.shards {
-		asEngine(s, func() { s.sweepOnce(time.Now(), false) })
+		asEngine(s, func() { s.sweep.once(time.Now(), false) })
 	}
 	require.Greater(t, sweeper.Stats().IdlePeersClosed, closed, "the sweep closed no endpoint")
 	c2, s2 := dialPinned(t, p)
@@ -202,7 +202,7 @@ func testRedialAfterIdleSweep(t *testing.T, p *pair, listenerFirst bool) {
 // answers with an RST, and the listener's conn is reset. Before, it
 // stayed open and unbound for as long as the dialer lived (its keepalive
 // PINGs were answered as strays), so such CONNECTs filled the accept
-// backlog and the application (finding 4).
+// backlog and the application.
 func TestMemForgedConnectReset(t *testing.T) {
 	p := newMemPair(t, Config{Window: 256 << 10, Workers: 2, KeepAlive: 300 * time.Millisecond})
 	c1, s1 := dialPinned(t, p.pair)

@@ -38,7 +38,7 @@ func TestMemAcceptOnFirstWorkerAfterIdleClose(t *testing.T) {
 	require.NoError(t, s1.Close())
 	waitNoConns(t, p.client)
 	waitNoConns(t, p.server)
-	p.server.closePeer(s1.peer(), false) // as its idle sweep does
+	s1.peer().close(false) // as its idle sweep does
 	c2, s2 := dial()
 	defer c2.Close()
 	defer s2.Close()
@@ -140,7 +140,7 @@ func TestRedialAfterRefusingPeerSwept(t *testing.T) {
 				closed := p.server.Stats().IdlePeersClosed
 				ageIdlePeers(p.server, idleRefusedPeer+time.Second)
 				for _, s := range p.server.shards {
-					asEngine(s, func() { s.sweepOnce(time.Now(), false) })
+					asEngine(s, func() { s.sweep.once(time.Now(), false) })
 				}
 				require.Greater(t, p.server.Stats().IdlePeersClosed, closed, "no endpoint swept")
 				c, s := dialPinned(t, p)

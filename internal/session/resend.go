@@ -55,65 +55,43 @@ const (
 	maxLingering  = 4096
 )
 
-// repeatedConnect reports whether a CONNECT with hello, its payload,
-// repeats one that made a conn (again), and that conn if it is still in
-// the conn table. A CONNECT that names a dialer's conn already accepted
-// with another Hello is not its dialer's (which sends the same one each
-// time): it is dropped and counted as bad.
-func (t *Transport) repeatedConnect(hello stream.Hello, payload []byte) (c *Conn, again bool) {
-	var p *peer
-	var refused stream.RefuseCode
-	t.mu.RLock()
-	k := t.accepted[dialKey{string(hello.WorkerAddr), hello.ConnID}]
-	if k != nil {
-		c, p, refused = k.c, k.p, k.refused
-	}
-	t.mu.RUnlock()
-	if k == nil {
-		return nil, false
-	}
-	if k.sum != sha256.Sum256(payload) {
-		t.badFrame()
-		t.logHostile("ucxnet: dropped a CONNECT naming a dialer's conn already accepted, with another Hello")
-		return nil, true
-	}
-	if c == nil && refused != 0 {
-		t.refuse(p, hello.ConnID, refused)
-	}
-	return c, true
-}
-
 // noteConnect records c, an accepted conn in the conn table, as the one
 // that the CONNECT with hello, its payload, made.
-func (t *Transport) noteConnect(c *Conn, hello stream.Hello, payload []byte) {
+func (hs *handshake) noteConnect(hello stream.Hello, payload []byte) {
+	c := hs.c
+	t := c.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.conns[c.id] != c {
 		return
 	}
-	c.connect = &connectOf{key: dialKey{string(hello.WorkerAddr), hello.ConnID}, sum: sha256.Sum256(payload), c: c, p: c.peer()}
-	t.accepted[c.connect.key] = c.connect
+	c.hs.connect = &connectOf{key: dialKey{string(hello.WorkerAddr), hello.ConnID}, sum: sha256.Sum256(payload), c: c, p: c.peer()}
+	t.accepted[c.hs.connect.key] = c.hs.connect
 }
 
-// refuseConn ends c, an accepted conn not queued yet, and answers its
+// refuseAccept ends c, an accepted conn not queued yet, and answers its
 // dialer's conn dialerID with REFUSE(code), now and for a repeat of its
 // CONNECT.
-func (t *Transport) refuseConn(c *Conn, dialerID uint64, code stream.RefuseCode) {
+func (hs *handshake) refuseAccept(dialerID uint64, code stream.RefuseCode) {
+	c := hs.c
+	t := c.t
 	t.mu.Lock()
-	if c.connect != nil {
-		c.connect.refused = code
+	if c.hs.connect != nil {
+		c.hs.connect.refused = code
 	}
 	t.mu.Unlock()
 	t.removeConn(c)
-	t.refuse(c.peer(), dialerID, code)
+	c.peer().refuse(dialerID, code)
 }
 
 // forgetConnectLocked notes that c left the conn table: its CONNECT is
 // remembered for connectLinger more if c was bound or refused. t.mu is
 // held.
-func (t *Transport) forgetConnectLocked(c *Conn) {
+func (hs *handshake) forgetConnectLocked() {
+	c := hs.c
+	t := c.t
 	heldW(&t.mu, "forgetConnectLocked needs Transport.mu")
-	k := c.connect
+	k := c.hs.connect
 	if k == nil || t.accepted[k.key] != k || k.c == nil {
 		return
 	}
@@ -138,15 +116,17 @@ func (t *Transport) forgetConnectLocked(c *Conn) {
 // it may be what was lost. It makes no conn and no endpoint, and the
 // ACCEPT goes where the first one went, to the worker address the first
 // CONNECT named; the sender of the repeat gets nothing.
-func (t *Transport) answerAgain(c *Conn, name string) {
+func (hs *handshake) answerAgain(name string) {
+	c := hs.c
+	t := c.t
 	c.mu.Lock()
 	ph := c.state.Phase
 	c.mu.Unlock()
 	if ph != PhaseOpen && ph != PhaseAuthPending {
 		return
 	}
-	t.logEvent(slog.LevelDebug, "ucxnet: a repeated CONNECT: ACCEPT again", "conn", c.id)
-	t.sendAccept(c, name)
+	t.log.event(slog.LevelDebug, "ucxnet: a repeated CONNECT: ACCEPT again", "conn", c.id)
+	c.hs.sendAccept(name)
 }
 
 // refreshLinger is how long an endpoint replaced by refreshDial stays open
@@ -164,7 +144,8 @@ const refreshLinger = 5 * time.Second
 // answered is replaced first (refreshDial): not sooner, since a listener
 // that is only slow to answer (a dial flood on a loaded machine) loses
 // ACCEPTs to a dialer that moved its dials meanwhile.
-func (c *Conn) resendConnect(name string, n int) {
+func (hs *handshake) resendConnect(name string, n int) {
+	c := hs.c
 	c.mu.Lock()
 	waiting := c.state.Phase == PhaseDialing && c.remoteID == 0
 	c.mu.Unlock()
@@ -172,10 +153,10 @@ func (c *Conn) resendConnect(name string, n int) {
 		return
 	}
 	if n >= 2 {
-		c.t.refreshDial(c)
+		c.hs.refreshDial()
 	}
-	c.t.logEvent(slog.LevelDebug, "ucxnet: CONNECT unanswered: sent again", "to", name, "conn", c.id, "time", n+1)
-	_ = c.t.sendConnect(c, name) // a failed send is a lost one: the next resend or the dial's bound follows
+	c.t.log.event(slog.LevelDebug, "ucxnet: CONNECT unanswered: sent again", "to", name, "conn", c.id, "time", n+1)
+	_ = c.hs.sendConnect(name) // a failed send is a lost one: the next resend or the dial's bound follows
 }
 
 // refreshDial moves c, a dial waiting for its ACCEPT, and the other dials
@@ -184,7 +165,9 @@ func (c *Conn) resendConnect(name string, n int) {
 // carries only dials: such an endpoint may be one that UCX paired with an
 // end the listener had closed, which loses what is sent through it. The
 // old endpoint is closed refreshLinger later.
-func (t *Transport) refreshDial(c *Conn) {
+func (hs *handshake) refreshDial() {
+	c := hs.c
+	t := c.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := c.sh
@@ -195,7 +178,7 @@ func (t *Transport) refreshDial(c *Conn) {
 		return
 	}
 	s.forgetPeerLocked(old)
-	p, err := t.peerForLocked(s, []byte(old.addr), true, nil, 0)
+	p, err := s.peerForLocked([]byte(old.addr), true, nil, 0)
 	if err != nil {
 		s.peers[old.addr], s.peersByEP[old.ep] = old, old
 		return
@@ -207,7 +190,7 @@ func (t *Transport) refreshDial(c *Conn) {
 		t.joinPeerLocked(q)
 		q.mu.Unlock()
 	}
-	time.AfterFunc(refreshLinger, func() { t.closeEP(old, false) })
+	time.AfterFunc(refreshLinger, func() { old.closeEP(false) })
 }
 
 // onlyDialsLocked reports whether p's conns are all dials waiting for

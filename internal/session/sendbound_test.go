@@ -24,7 +24,7 @@ import (
 // returns the victim's end of the conn.
 func stalledConn(t *testing.T, ln net.Listener, victim *Transport, id uint64) net.Conn {
 	var settings []cucx.Setting
-	for _, s := range ucxconf.Settings(nil, UCX().Version) {
+	for _, s := range ucxconf.Settings(nil, testLib().Version) {
 		settings = append(settings, cucx.Setting{Name: s.Name, Value: s.Value})
 	}
 	w, err := cucx.Open(settings)

@@ -72,7 +72,7 @@ type shard struct {
 	// From that CONNECT came from (admit.go).
 	madeBy map[uintptr]*peer
 
-	lastSweep time.Time // when the keepalive sweep last ran (engine goroutine)
+	sweep sweep // the keepalive sweep (sweep.go)
 
 	owner owner // the goroutine in its handler, for the ownership checks (owner.go)
 
@@ -82,22 +82,24 @@ type shard struct {
 }
 
 func newShard(t *Transport, idx int) *shard {
-	return &shard{
+	s := &shard{
 		t:           t,
 		idx:         idx,
 		peers:       make(map[string]*peer),
 		peersByEP:   make(map[engine.EP]*peer),
 		peersByFrom: make(map[uintptr]*peer),
 	}
+	s.sweep.sh = s
+	return s
 }
 
 // startShards starts cfg.Workers engines on start, each delivering to its
 // own shard; a transport without UCX runs one. On error it closes those
 // it started.
-func (t *Transport) startShards(cfg Config, start StartEngine) error {
+func (t *Transport) startShards(cfg Config) error {
 	for i := range cfg.Workers {
 		s := newShard(t, i)
-		eng, err := start(cfg, engineHandler{s})
+		eng, err := t.ucx.start(cfg, engineHandler{s})
 		if err != nil {
 			for _, o := range t.shards {
 				_ = o.eng.Close(0)
@@ -166,27 +168,27 @@ var (
 	errAcceptClaim  = errors.New("it names the worker of a peer with conns whose frames come from another endpoint")
 )
 
-// rebindAccept moves c, a dialed conn whose ACCEPT (from the endpoint
-// from, on c's shard) said stream.FeatureWorkers, to the peer for the
+// rebindAccept moves c, a dialed conn of s whose ACCEPT (from the endpoint
+// from, on s) said stream.FeatureWorkers, to the peer for the
 // listener's worker that the ACCEPT names, making its endpoint if need
 // be. The address is refused if it is empty or claimed (a peer of c's
 // shard with other bound conns has it and its frames come from elsewhere: binding
 // would make the sender stand for that peer, claimedLocked); the engine
 // validates a new one before UCX sees it. c.mu is not held.
-func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
+func (s *shard) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 	if len(addr) == 0 {
 		return errAcceptNoAddr
 	}
+	t := s.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := c.sh
 	p := s.peers[string(addr)]
 	if claimedLocked(p, from, c) {
 		return errAcceptClaim
 	}
 	if p == nil || p.staleLocked(time.Now()) {
 		var err error
-		if p, err = t.peerForLocked(s, addr, true, nil, 0); err != nil {
+		if p, err = s.peerForLocked(addr, true, nil, 0); err != nil {
 			return err
 		}
 	}
@@ -216,12 +218,13 @@ func (t *Transport) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 // is its; the CONNECT's own sender is not (its address is its word only,
 // and with several workers the dialer's frames come to another worker
 // than its CONNECT did). Engine goroutine of c's shard.
-func (t *Transport) learnFrom(c *Conn, from uintptr) {
-	c.sh.owner.check()
+func (s *shard) learnFrom(c *Conn, from uintptr) {
+	s.owner.check()
+	t := s.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c.connect != nil {
-		c.connect.bound = true
+	if c.hs.connect != nil {
+		c.hs.connect.bound = true
 	}
 	c.mu.Lock()
 	c.from = from
@@ -229,6 +232,6 @@ func (t *Transport) learnFrom(c *Conn, from uintptr) {
 	open := c.state.Phase == PhaseOpen
 	c.mu.Unlock()
 	if open && c.peer() != nil {
-		t.noteFromLocked(c.peer(), c)
+		c.peer().noteFromLocked(c)
 	}
 }

@@ -32,8 +32,8 @@ func TestSmPeerDeathNotDeaf(t *testing.T) {
 	if os.Getenv("UCX_TLS") != "sm" {
 		t.Skip("a shared-memory scenario: runs under UCX_TLS=sm")
 	}
-	if !smfifo.Verified(UCX().Version) {
-		t.Skipf("the stuck-FIFO repair is verified with UCX 1.13 only and is off with UCX %s: a sender killed mid-write can leave this process deaf over shared memory (docs/RELIABILITY.md)", UCX().Version)
+	if !smfifo.Verified(testLib().Version) {
+		t.Skipf("the stuck-FIFO repair is verified with UCX 1.13 only and is off with UCX %s: a sender killed mid-write can leave this process deaf over shared memory (docs/RELIABILITY.md)", testLib().Version)
 	}
 	busy := exec.Command("nice", "-n", "19", "sh", "-c", "while :; do :; done")
 	require.NoError(t, busy.Start())
@@ -105,7 +105,7 @@ func TestSmPeerDeathNotDeaf(t *testing.T) {
 		bystander.Wait()
 		victim = next
 	}
-	t.Logf("stuck FIFO slots published: %d", smWatch().Repairs())
+	t.Logf("stuck FIFO slots published: %d", smWatch("").Repairs())
 }
 
 const smDeathRounds = 20

@@ -6,8 +6,6 @@ package session
 import (
 	"expvar"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 )
@@ -29,23 +27,6 @@ type Snapshot struct {
 
 // MaxSnapshotConns bounds the conns a Snapshot lists.
 const MaxSnapshotConns = 10000
-
-// Snapshot returns the transport's state now.
-func (t *Transport) Snapshot() Snapshot {
-	t.mu.RLock()
-	ls := make([]string, 0, len(t.listeners))
-	for name := range t.listeners {
-		ls = append(ls, name)
-	}
-	t.mu.RUnlock()
-	slices.Sort(ls)
-	s := Snapshot{PID: os.Getpid(), Program: filepath.Base(os.Args[0]), Transport: t.name, Listeners: ls,
-		Stats: t.Stats(), Lane: t.LaneStats(), Conns: t.Conns()}
-	if n := len(s.Conns); n > MaxSnapshotConns {
-		s.Conns, s.ConnsOmitted = s.Conns[:MaxSnapshotConns], n-MaxSnapshotConns
-	}
-	return s
-}
 
 // live is the set of the process's open transports, for PublishExpvar.
 var live struct {

@@ -2,7 +2,13 @@ package session
 
 // A Transport's counters.
 
-import "sync/atomic"
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"time"
+)
 
 // counters are a Transport's statistics.
 type counters struct {
@@ -76,4 +82,60 @@ func (t *Transport) Stats() Stats {
 		QueuedWrites:    s.queuedWrites.Load(), ConnectsDropped: s.connectsDropped.Load(),
 		PeersFlooded: s.peersFlooded.Load(),
 	}
+}
+
+// Conns returns a snapshot of every conn of the transport: dialing,
+// waiting for Accept, open, or closed and waiting for the peer's FIN.
+// Conns that are finished (both sides closed, reset or failed) are not
+// listed. The oldest come first.
+func (t *Transport) Conns() []ConnStats {
+	type bornStream struct {
+		born time.Time
+		s    Stream
+	}
+	t.mu.RLock()
+	cs := make([]bornStream, 0, len(t.conns))
+	for _, c := range t.conns {
+		cs = append(cs, bornStream{c.born, c})
+	}
+	t.mu.RUnlock()
+	t.lanes.mu.Lock()
+	for c := range t.lanes.conns {
+		cs = append(cs, bornStream{c.born, c})
+	}
+	t.lanes.mu.Unlock()
+	// By birth, not by the ages Stats computes one after the other: a
+	// conn's age read later can pass an older conn's read earlier.
+	slices.SortStableFunc(cs, func(a, b bornStream) int { return a.born.Compare(b.born) })
+	out := make([]ConnStats, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.s.Stats())
+	}
+	return out
+}
+
+// Snapshot returns the transport's state now.
+func (t *Transport) Snapshot() Snapshot {
+	t.mu.RLock()
+	ls := make([]string, 0, len(t.listeners))
+	for name := range t.listeners {
+		ls = append(ls, name)
+	}
+	t.mu.RUnlock()
+	slices.Sort(ls)
+	s := Snapshot{PID: os.Getpid(), Program: filepath.Base(os.Args[0]), Transport: t.name, Listeners: ls,
+		Stats: t.Stats(), Lane: t.LaneStats(), Conns: t.Conns()}
+	if n := len(s.Conns); n > MaxSnapshotConns {
+		s.Conns, s.ConnsOmitted = s.Conns[:MaxSnapshotConns], n-MaxSnapshotConns
+	}
+	return s
+}
+
+// LaneStats returns the kernel-TCP lane's counters.
+func (t *Transport) LaneStats() LaneStats {
+	t.lanes.mu.Lock()
+	n := len(t.lanes.conns)
+	t.lanes.mu.Unlock()
+	return LaneStats{OpenConns: uint64(n), Garbage: t.lanes.Garbage.Load(), Oversized: t.lanes.Oversized.Load(),
+		Timeouts: t.lanes.Timeouts.Load(), OverCap: t.lanes.OverCap.Load()}
 }

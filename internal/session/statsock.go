@@ -85,7 +85,7 @@ func (t *Transport) serveStats() {
 		t.statsSrv, err = statsock.Listen(path, StatsRequest, func() any { return t.Snapshot() })
 	}
 	if err != nil {
-		t.logEvent(slog.LevelDebug, "ucxnet: no stats socket", "err", err)
+		t.log.event(slog.LevelDebug, "ucxnet: no stats socket", "err", err)
 	}
 }
 

@@ -1,17 +1,15 @@
 package session
 
-// The conn side of the kernel-TCP lane: a *Conn whose lane is set
-// delegates every method to its lane.Conn, with the errors of the standard
-// library unwrapped from their *net.OpError (ucxnet's Conn wraps them
-// again with its addresses), and the dialer's side of the preamble
-// (tcplane.go is the listener's).
+// The stream of the kernel-TCP lane, LaneConn: every method is its
+// TCP connection's (lane.Conn), with the errors of the standard library
+// unwrapped from their *net.OpError (the face wraps them again with its
+// addresses); and the dialer's side of the preamble (tcplane.go is the
+// listener's).
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
-	"net/netip"
 	"sync"
 	"syscall"
 	"time"
@@ -19,14 +17,28 @@ import (
 	"github.com/ucxnet/ucxnet/internal/auth"
 	"github.com/ucxnet/ucxnet/internal/deadline"
 	"github.com/ucxnet/ucxnet/internal/lane"
-	"github.com/ucxnet/ucxnet/registry"
 )
+
+// LaneConn is a stream on the kernel-TCP lane: a TCP connection after
+// ucxnet's preamble. All methods are safe for concurrent use.
+type LaneConn struct {
+	t            *Transport
+	tc           *lane.Conn
+	id, remoteID uint64 // as a UCX stream's (ConnStats.ID, the addresses)
+	laddr, raddr Addr
+	dialed       bool
+	why          string // why the lane was chosen (Lane)
+	mu           sync.Mutex
+	closedCh     chan struct{} // closed by Close
+	cnt          connCounters
+	born         time.Time
+}
 
 // laneConns are a Transport's conns on the TCP lane and the lane's
 // counters.
 type laneConns struct {
 	mu     sync.Mutex
-	conns  map[*Conn]struct{}
+	conns  map[*LaneConn]struct{}
 	closed bool
 	lane.Counters
 }
@@ -42,33 +54,24 @@ type LaneStats struct {
 	OverCap   uint64 `json:"over_cap"`
 }
 
-// LaneStats returns the kernel-TCP lane's counters.
-func (t *Transport) LaneStats() LaneStats {
-	t.lanes.mu.Lock()
-	n := len(t.lanes.conns)
-	t.lanes.mu.Unlock()
-	return LaneStats{OpenConns: uint64(n), Garbage: t.lanes.Garbage.Load(), Oversized: t.lanes.Oversized.Load(),
-		Timeouts: t.lanes.Timeouts.Load(), OverCap: t.lanes.OverCap.Load()}
-}
-
 // add records a lane conn once its preamble is done (the kernel's byte
 // counts from then on are its payload); false once the transport is
 // closed.
-func (lc *laneConns) add(c *Conn) bool {
-	c.lane.Established()
+func (lc *laneConns) add(c *LaneConn) bool {
+	c.tc.Established()
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if lc.closed {
 		return false
 	}
 	if lc.conns == nil {
-		lc.conns = map[*Conn]struct{}{}
+		lc.conns = map[*LaneConn]struct{}{}
 	}
 	lc.conns[c] = struct{}{}
 	return true
 }
 
-func (lc *laneConns) remove(c *Conn) {
+func (lc *laneConns) remove(c *LaneConn) {
 	lc.mu.Lock()
 	delete(lc.conns, c)
 	lc.mu.Unlock()
@@ -83,13 +86,13 @@ func (lc *laneConns) closeAll() {
 	lc.conns = nil
 	lc.mu.Unlock()
 	for c := range cs {
-		lane.Reset(c.lane.TC)
+		lane.Reset(c.tc.TC)
 	}
 }
 
 // newLaneConn returns a conn on the TCP lane over tc.
-func newLaneConn(t *Transport, tc *net.TCPConn, laddr, raddr Addr, why string) *Conn {
-	return &Conn{t: t, laddr: laddr, raddr: raddr, lane: &lane.Conn{TC: tc}, laneWhy: why, born: time.Now(),
+func newLaneConn(t *Transport, tc *net.TCPConn, laddr, raddr Addr, why string) *LaneConn {
+	return &LaneConn{t: t, laddr: laddr, raddr: raddr, tc: &lane.Conn{TC: tc}, why: why, born: time.Now(),
 		closedCh: make(chan struct{})}
 }
 
@@ -107,44 +110,9 @@ func laneDownf(format string, args ...any) error {
 	return laneDown{withDetail(ErrRefused, format, args...)}
 }
 
-// dialTCP dials entry e over the TCP lane: the endpoints in order, then
-// the preamble.
-func (t *Transport) dialTCP(ctx context.Context, e registry.Entry, eps []netip.AddrPort, psk []byte, raddr Addr, why string, ka time.Duration) (*Conn, error) {
-	tc, err := lane.DialEndpoints(ctx, eps)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, laneDownf("%q over kernel tcp: %v", e.Name, err)
-	}
-	id := lane.NewID()
-	c := newLaneConn(t, tc, Addr{Name: t.name, ID: id}, raddr, why)
-	c.id, c.dialed = id, true
-	dl := time.Now().Add(tcpHandshakeTimeout)
-	if cdl, ok := ctx.Deadline(); ok && cdl.Before(dl) {
-		dl = cdl
-	}
-	_ = tc.SetDeadline(dl)
-	stop := context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) })
-	err = c.dialPreamble(e.Name, psk)
-	if !stop() || ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	if err == nil && !t.lanes.add(c) {
-		err = ErrTransportClosed
-	}
-	if err != nil {
-		lane.Reset(tc)
-		return nil, err
-	}
-	_ = tc.SetDeadline(time.Time{})
-	lane.SetKeepAlive(tc, ka)
-	return c, nil
-}
-
 // dialPreamble runs the dialer's side of the preamble on c's TCP conn.
-func (c *Conn) dialPreamble(name string, psk []byte) error {
-	tc := c.lane.TC
+func (c *LaneConn) dialPreamble(name string, psk []byte) error {
+	tc := c.tc.TC
 	a := newDialAuth(psk, name)
 	local := []byte(c.laddr.Name) // printable ASCII, at most 255 bytes, as the listener checks
 	local = local[:min(len(local), 255)]
@@ -192,11 +160,11 @@ func (c *Conn) dialPreamble(name string, psk []byte) error {
 }
 
 // proveTCP sends the dialer's proof and checks the listener's.
-func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
-	tc := c.lane.TC
+func (c *LaneConn) proveTCP(a *authState, lid uint64, name string) error {
+	tc := c.tc.TC
 	mac, err := a.hs.Proof(auth.Dialer, c.id, lid)
 	if err != nil {
-		c.t.authFailed()
+		c.t.log.authFailed()
 		return withDetail(ErrRefused, "listener %q: %v", name, err)
 	}
 	if _, err := tc.Write(mac); err != nil {
@@ -207,7 +175,7 @@ func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
 	if err := tcpStatusErr(st[0], name, "it refused the key proof: pre-shared key mismatch"); err != nil {
-		c.t.authFailed()
+		c.t.log.authFailed()
 		return err
 	}
 	theirs := make([]byte, auth.MACLen)
@@ -215,7 +183,7 @@ func (c *Conn) proveTCP(a *authState, lid uint64, name string) error {
 		return laneDownf("%q over kernel tcp: %v", name, err)
 	}
 	if !a.hs.Verify(auth.Listener, theirs, c.id, lid) {
-		c.t.authFailed()
+		c.t.log.authFailed()
 		return withDetail(ErrRefused, "listener %q failed to prove the pre-shared key", name)
 	}
 	return nil
@@ -259,41 +227,41 @@ func laneErr(err error) error {
 	return inner
 }
 
-// laneRead reads from c's TCP conn.
-func (c *Conn) laneRead(b []byte) (int, error) {
-	n, err := c.lane.Read(b)
+// Read reads from the TCP conn.
+func (c *LaneConn) Read(b []byte) (int, error) {
+	n, err := c.tc.Read(b)
 	c.cnt.bytesIn.Add(uint64(n))
 	return n, laneErr(err)
 }
 
-// laneWrite writes to c's TCP conn.
-func (c *Conn) laneWrite(b []byte) (int, error) {
-	n, err := c.lane.Write(b)
+// Write writes to the TCP conn.
+func (c *LaneConn) Write(b []byte) (int, error) {
+	n, err := c.tc.Write(b)
 	c.cnt.bytesOut.Add(uint64(n))
 	return n, laneErr(err)
 }
 
-// laneBytes returns the payload bytes c received and wrote: the kernel's
+// bytes returns the payload bytes c received and wrote: the kernel's
 // counts, which see every path (sendfile and splice included), or else
 // c's own, counted by Read, Write, ReadFrom and WriteTo as each returns.
 // Once a Read or WriteTo has seen the peer's EOF, every byte received was
 // read: c's own count of them is exact (the kernel's may count the FIN).
-func (c *Conn) laneBytes() (in, out uint64) {
-	in, out, ok := c.lane.Bytes()
+func (c *LaneConn) bytes() (in, out uint64) {
+	in, out, ok := c.tc.Bytes()
 	if !ok {
 		return c.cnt.bytesIn.Load(), c.cnt.bytesOut.Load()
 	}
-	if c.lane.EOF() {
+	if c.tc.EOF() {
 		in = c.cnt.bytesIn.Load()
 	}
 	return in, out
 }
 
-// laneClose closes c's TCP conn; Closed reports it from then on, and
-// Stats the kernel's last counts.
-func (c *Conn) laneClose() error {
-	if _, _, ok := c.lane.Bytes(); ok {
-		in, out := c.laneBytes()
+// Close closes the TCP conn; Closed reports it from then on, and Stats
+// the kernel's last counts.
+func (c *LaneConn) Close() error {
+	if _, _, ok := c.tc.Bytes(); ok {
+		in, out := c.bytes()
 		c.cnt.bytesIn.Store(in)
 		c.cnt.bytesOut.Store(out)
 	}
@@ -303,33 +271,91 @@ func (c *Conn) laneClose() error {
 	}
 	c.mu.Unlock()
 	c.t.lanes.remove(c)
-	return laneErr(c.lane.TC.Close())
+	return laneErr(c.tc.TC.Close())
 }
 
-// OnLane reports whether the stream runs on the kernel-TCP lane, whose
-// deadlines are the lane conn's own (SetLaneDeadline), and whose ReadFrom
-// and WriteTo splice.
-func (c *Conn) OnLane() bool { return c.lane != nil }
-
-// SetLaneDeadline sets the lane conn's deadline: which is "read", "write"
-// or "" (both).
-func (c *Conn) SetLaneDeadline(which string, t time.Time) error {
-	return laneErr(c.lane.SetDeadline(which, t))
+// abort resets the conn (a listener closed with it queued).
+func (c *LaneConn) abort() {
+	c.t.lanes.remove(c)
+	lane.Reset(c.tc.TC)
 }
 
-// LaneReadFrom copies r to the lane conn until EOF with
+// accepted is nothing on this lane: the kernel has the receive window.
+func (c *LaneConn) accepted() {}
+
+// Closed reports whether Close was called.
+func (c *LaneConn) Closed() bool { return deadline.Closed(c.closedCh) }
+
+// CloseWrite shuts down the writing side, as (*net.TCPConn).CloseWrite.
+func (c *LaneConn) CloseWrite() error { return laneErr(c.tc.CloseWrite()) }
+
+// SetLinger is (*net.TCPConn).SetLinger.
+func (c *LaneConn) SetLinger(sec int) error { return laneErr(c.tc.TC.SetLinger(sec)) }
+
+// SetKeepAlive is (*net.TCPConn).SetKeepAlive, with the defaults of
+// SetKeepAliveConfig.
+func (c *LaneConn) SetKeepAlive(on bool) error {
+	return c.SetKeepAliveConfig(net.KeepAliveConfig{Enable: on})
+}
+
+// SetKeepAliveConfig is (*net.TCPConn).SetKeepAliveConfig.
+func (c *LaneConn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
+	return laneErr(c.tc.TC.SetKeepAliveConfig(cfg))
+}
+
+// SetDeadline sets the TCP conn's read and write deadlines.
+func (c *LaneConn) SetDeadline(t time.Time) error { return laneErr(c.tc.SetDeadline("", t)) }
+
+// SetReadDeadline sets the TCP conn's read deadline.
+func (c *LaneConn) SetReadDeadline(t time.Time) error { return laneErr(c.tc.SetDeadline("read", t)) }
+
+// SetWriteDeadline sets the TCP conn's write deadline.
+func (c *LaneConn) SetWriteDeadline(t time.Time) error { return laneErr(c.tc.SetDeadline("write", t)) }
+
+// LocalAddr returns the local address, as a UCX stream's.
+func (c *LaneConn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr returns the remote address, as a UCX stream's.
+func (c *LaneConn) RemoteAddr() net.Addr { return c.raddr }
+
+// Lane returns LaneTCP and why the lane was chosen.
+func (c *LaneConn) Lane() (name, reason string) { return LaneTCP, c.why }
+
+// Transports names the kernel's TCP.
+func (c *LaneConn) Transports() []string { return []string{"tcp(kernel)"} }
+
+// LaneSocket returns the TCP socket. Its options (SetNoDelay, buffers,
+// SyscallConn) are the conn's.
+func (c *LaneConn) LaneSocket() *net.TCPConn { return c.tc.TC }
+
+// ReadState says whether the peer's end was read; whether data waits the
+// socket says (LaneSocket's SyscallConn).
+func (c *LaneConn) ReadState() (data, ended bool) { return false, c.tc.EOF() }
+
+// ReadFrom copies r to the TCP conn until EOF with
 // (*net.TCPConn).ReadFrom, so that io.Copy from a file or socket keeps
 // sendfile and splice.
-func (c *Conn) LaneReadFrom(r io.Reader) (int64, error) {
-	n, err := c.lane.TC.ReadFrom(r)
+func (c *LaneConn) ReadFrom(r io.Reader) (int64, error) {
+	n, err := c.tc.TC.ReadFrom(r)
 	c.cnt.bytesOut.Add(uint64(n))
 	return n, laneErr(err)
 }
 
-// LaneWriteTo copies the lane conn to w until EOF with
+// WriteTo copies the TCP conn to w until EOF with
 // (*net.TCPConn).WriteTo (splice to a socket or pipe).
-func (c *Conn) LaneWriteTo(w io.Writer) (int64, error) {
-	n, err := c.lane.WriteTo(w)
+func (c *LaneConn) WriteTo(w io.Writer) (int64, error) {
+	n, err := c.tc.WriteTo(w)
 	c.cnt.bytesIn.Add(uint64(n))
 	return n, laneErr(err)
+}
+
+// Stats returns a snapshot of the conn's statistics: the kernel's.
+func (c *LaneConn) Stats() ConnStats {
+	rtt, closed := lane.Info(c.tc.TC)
+	s := ConnStats{ID: c.id, Lane: LaneTCP, LaneReason: c.why, Transports: c.Transports(),
+		FramesIn: c.cnt.framesIn.Load(), FramesOut: c.cnt.framesOut.Load(), Age: time.Since(c.born),
+		Local: c.laddr.String(), Remote: c.raddr.String(), Dialed: c.dialed, RTT: rtt}
+	s.BytesIn, s.BytesOut = c.bytes()
+	s.State = laneState(c.tc, closed)
+	return s
 }

@@ -99,11 +99,11 @@ func (ts *tcpSide) guessed(src netip.Prefix, now time.Time) {
 // on).
 func (l *Listener) openTCPLane() (*lane.Listener, error) {
 	t := l.t
-	forced, _ := t.forcedLane()
-	if forced == LaneUCX || forced == "" && t.haveUCX() && !ucxconf.TCPEnabled(t.tlsValue()) {
+	forced, _ := t.policy.forced()
+	if forced == LaneUCX || forced == "" && t.policy.haveUCX() && !ucxconf.TCPEnabled(t.policy.tls()) {
 		return nil, nil
 	}
-	if forced == "" && !isUCX(t.eng) && t.haveUCX() {
+	if forced == "" && !t.ucx.IsUCX(t.eng) && t.policy.haveUCX() {
 		return nil, nil // the in-memory engine of tests: its conns stay on it unless forced
 	}
 	ts := &tcpSide{hello: tcpHelloTimeout, whole: tcpHandshakeTimeout, guesses: map[netip.Prefix]*Bucket{}}
@@ -112,8 +112,8 @@ func (l *Listener) openTCPLane() (*lane.Listener, error) {
 }
 
 // netDevices is the UCX_NET_DEVICES in force ("" when unset).
-func (t *Transport) netDevices() string {
-	if v, ok := t.cfg.UCX["NET_DEVICES"]; ok {
+func (r *lanePolicy) netDevices() string {
+	if v, ok := r.cfg.UCX["NET_DEVICES"]; ok {
 		return v
 	}
 	return os.Getenv("UCX_NET_DEVICES")
@@ -152,7 +152,7 @@ func (l *Listener) serveTCP(tl *lane.Listener, tc *net.TCPConn, ts *tcpSide) {
 
 // handshakeTCP runs the listener's side of tc's preamble, within ts's
 // bounds.
-func (l *Listener) handshakeTCP(tl *lane.Listener, tc *net.TCPConn, ts *tcpSide) (_ *Conn, err error) {
+func (l *Listener) handshakeTCP(tl *lane.Listener, tc *net.TCPConn, ts *tcpSide) (_ *LaneConn, err error) {
 	t := l.t
 	start := time.Now()
 	_ = tc.SetDeadline(start.Add(min(ts.hello, ts.whole)))
@@ -168,7 +168,7 @@ func (l *Listener) handshakeTCP(tl *lane.Listener, tc *net.TCPConn, ts *tcpSide)
 	src := lane.SourceOf(tc)
 	refuse := func(why string) error {
 		t.stats.refused.Add(1)
-		t.logHostile("ucxnet: refused a kernel-tcp connect", "reason", why, "from", tc.RemoteAddr().String())
+		t.log.hostile("ucxnet: refused a kernel-tcp connect", "reason", why, "from", tc.RemoteAddr().String())
 		_, _ = tc.Write(lane.AppendReply(nil, lane.Reply{Status: lane.StatusRefused, ID: id}, nil))
 		return errRefusedTCP
 	}
@@ -176,10 +176,10 @@ func (l *Listener) handshakeTCP(tl *lane.Listener, tc *net.TCPConn, ts *tcpSide)
 	case h.Name != l.addr.Name:
 		return nil, refuse("no listener of that name here")
 	case l.psk != nil && !h.PSK, l.psk == nil && h.PSK:
-		t.authFailed()
+		t.log.authFailed()
 		return nil, refuse("the dialer's pre-shared key setting is not the listener's")
 	case l.psk != nil && !ts.mayGuess(src, start):
-		t.authFailed()
+		t.log.authFailed()
 		return nil, refuse("too many failed key proofs from this source")
 	}
 	if !l.reserveTCP(tl) {
@@ -224,13 +224,13 @@ func (l *Listener) keyProofTCP(tl *lane.Listener, tc *net.TCPConn, ts *tcpSide, 
 	tl.PeerTurn(tc, false)
 	if err != nil {
 		if !tl.Evicted(tc) {
-			t.authFailed()
+			t.log.authFailed()
 			t.lanes.CountPreambleErr(err)
 		}
 		return err
 	}
 	if !a.hs.Verify(auth.Dialer, mac, h.ID, id) {
-		t.authFailed()
+		t.log.authFailed()
 		ts.guessed(src, time.Now())
 		_, _ = tc.Write([]byte{lane.StatusRefused})
 		return errRefusedTCP

@@ -357,7 +357,7 @@ func TestTCPLaneAttackSlowloris(t *testing.T) {
 // haveUCXBuild reports whether this build runs UCX.
 func haveUCXBuild() bool {
 	dt, err := DefaultTransport()
-	return err == nil && dt.haveUCX()
+	return err == nil && dt.policy.haveUCX()
 }
 
 // A listener whose application meta leaves no room for MetaTCP still

@@ -147,7 +147,7 @@ func TestTCPLaneFallbackToUCX(t *testing.T) {
 	require.NoError(t, err)
 	defer silent.Close()
 	other := newTCPLanePair(t, Config{}) // a ucxnet listener of another name
-	dial := func(ep netip.AddrPort, fallback bool) (*Conn, error) {
+	dial := func(ep netip.AddrPort, fallback bool) (Stream, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
 		ch := lane.Choice{Lane: lane.TCP, Reason: lane.ReasonOnlyTCP, Fallback: fallback}

@@ -5,28 +5,27 @@ package session
 // application.
 
 import (
+	"net"
+
 	"github.com/ucxnet/ucxnet/internal/deadline"
-	"github.com/ucxnet/ucxnet/internal/lane"
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
+
+// abort resets c: its listener closed with it queued.
+func (c *Conn) abort() { c.terminate(net.ErrClosed, EndReset(stream.RstAbort, RSTIfOpen)) }
 
 // terminate ends c with err, which its Reads (after the data kept) and
 // Writes return from now on, and which a dial still waiting returns; c
 // leaves the conn table and its peer, and the peer is told as pol says.
 // A conn ends once: terminating one that already ended only discards, if
-// pol says so. A conn on the kernel-TCP lane is reset.
+// pol says so.
 func (c *Conn) terminate(err error, pol EndPolicy) {
-	if c.lane != nil {
-		c.t.lanes.remove(c)
-		lane.Reset(c.lane.TC)
-		return
-	}
 	c.mu.Lock()
 	send := c.terminateLocked(err, pol)
 	c.mu.Unlock()
 	if send {
 		c.t.stats.resetsSent.Add(1)
-		_ = c.t.sendCtl(c.peer(), stream.Header{Kind: stream.KindRst, ConnID: c.remoteID, Aux: uint64(pol.Code)})
+		_ = c.peer().sendCtl(stream.Header{Kind: stream.KindRst, ConnID: c.remoteID, Aux: uint64(pol.Code)})
 	}
 	c.t.removeConn(c)
 }
@@ -45,14 +44,14 @@ func (c *Conn) terminateLocked(err error, pol EndPolicy) (rst bool) {
 	err = pol.Err(c.state, err)
 	c.keepLocked()
 	if buf := c.out.Drop(); buf != nil {
-		c.t.putOutBuf(buf)
+		c.t.outBufs.put(buf)
 	}
-	if c.state.Phase == PhaseAuthPending && c.auth != nil && c.auth.ln != nil {
-		c.auth.ln.removePendingAuth(c)
+	if c.state.Phase == PhaseAuthPending && c.hs.auth != nil && c.hs.auth.ln != nil {
+		c.hs.auth.ln.removePendingAuth(c)
 	}
 	if c.state.Phase == PhaseDialing || c.state.Phase == PhaseAbandoned {
 		c.dErr = err
-		close(c.dialDone)
+		close(c.hs.dialDone)
 	}
 	c.state.Phase = PhaseDone
 	if c.rerr == nil {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/smfifo"
 	"github.com/ucxnet/ucxnet/internal/statsock"
 	"github.com/ucxnet/ucxnet/internal/stream"
 	"github.com/ucxnet/ucxnet/internal/ucxconf"
@@ -25,6 +27,9 @@ import (
 // transports (shared memory, TCP, ...), not UCX's in-worker loopback.
 type Transport struct {
 	cfg    Config
+	ucx    UCXBinding      // what it uses of UCX, handed in by the face
+	lib    UCXLibrary      // ucx.Library(), read once
+	smw    *smfifo.Watcher // the process's shared-memory FIFO watcher (watch.go)
 	reg    registry.Registry
 	ownReg bool // reg was opened by NewTransport: Close closes it
 	name   string
@@ -59,50 +64,34 @@ type Transport struct {
 	flooded   floodList       // peers failed for flooding, whose CONNECTs are dropped (ingress.go)
 	hsBudget  handshakeBudget // CONNECTs to keyed listeners before any proof (hsbudget.go)
 
-	outBufs BufPool // recycled open-frame buffers (coalesce.go)
+	outBufs frameBufs // recycled open-frame buffers (coalesce.go)
 
-	opMu  sync.Mutex
-	opSeq uint64
-	ops   map[uint64]chan error // flushes and zero-copy sends UCX has not finished, by token
+	ops opTable // flushes and zero-copy sends UCX has not finished (ops.go)
 
 	stats    counters
 	statsSrv *statsock.Server // the stats socket (statsock.go); nil: none
-	logLimit LogLimiter       // Config.Logger records a peer's input causes (logger.go)
+	log      eventLog         // Config.Logger's records (logger.go)
 	lanes    laneConns        // conns on the kernel-TCP lane (tcpconn.go)
+	policy   lanePolicy       // which lane a dial takes (lane.go)
 
 	kc chans // kernel channels to Transports on this host (kchan.go)
 	// stripShm removes shared-memory interfaces from an address no
-	// channel vouches for: stripSharedMemory on UCX, noStrip on engines
+	// channel vouches for: ucx.stripSharedMemory on UCX, noStrip on engines
 	// without shared memory (tests may replace it before the first
 	// endpoint).
 	stripShm func([]byte) ([]byte, error)
-}
-
-// StartUCX starts a transport's engine on UCX (the UCX that SetUCX
-// installed): a UCP context, a worker and its progress engine. In a build
-// without UCX it starts noUCX, which runs the kernel-TCP lane alone,
-// unless the lane is forced to UCX.
-func StartUCX(cfg Config, h engine.Handler) (engine.Engine, error) {
-	eng, err := startUCX(cfg, h)
-	if err != nil && errors.Is(err, ucx.Unsupported) {
-		return startNoUCX(cfg, err) // kernel TCP only (noucx.go)
-	}
-	if err != nil {
-		hint := ""
-		if tls, set := ucxconf.EffectiveTLS(cfg.UCX); set {
-			hint = fmt.Sprintf(" (UCX_TLS=%q: no usable transport?)", tls)
-		}
-		return nil, fmt.Errorf("ucxnet: starting UCX%s: %w", hint, err)
-	}
-	return eng, nil
 }
 
 // StartEngine starts an engine a transport runs on, delivering to h.
 type StartEngine func(cfg Config, h engine.Handler) (engine.Engine, error)
 
 // NewTransport starts a transport, Config.Workers workers, on the engines
-// start makes: UCX ones (StartUCX), or in-memory ones in tests.
-func NewTransport(cfg Config, start StartEngine) (*Transport, error) {
+// ucx starts: UCX ones (the face's binding over internal/progress), or
+// in-memory ones in tests.
+func NewTransport(cfg Config, ucx UCXBinding) (*Transport, error) {
+	if err := ucx.check(); err != nil {
+		return nil, err
+	}
 	if err := checkLane(cfg.Lane); err != nil {
 		return nil, err
 	}
@@ -117,6 +106,8 @@ func NewTransport(cfg Config, start StartEngine) (*Transport, error) {
 	}
 	t := &Transport{
 		cfg:       cfg,
+		ucx:       ucx,
+		lib:       ucx.Library(),
 		reg:       reg,
 		ownReg:    ownReg,
 		name:      cfg.Name,
@@ -126,22 +117,26 @@ func NewTransport(cfg Config, start StartEngine) (*Transport, error) {
 		accepted:  make(map[dialKey]*connectOf),
 		listeners: make(map[string]*Listener),
 		closing:   make(chan struct{}),
-		ops:       make(map[uint64]chan error),
+		ops:       opTable{ops: make(map[uint64]chan error)},
 		readBufs:  BufPool{Max: maxFreeBufs},
-		outBufs:   BufPool{Max: maxOutBufs},
+		outBufs:   frameBufs{BufPool{Max: maxOutBufs}},
 		stripShm:  noStrip,
 	}
+	t.kc.t = t
+	t.log = eventLog{lg: cfg.Logger, name: cfg.Name, stats: &t.stats}
 	t.holdMin = min(16<<10, t.shmFrame/2)
-	if err := t.startShards(cfg, start); err != nil {
+	t.smw = smWatch(t.lib.Version)
+	if err := t.startShards(cfg); err != nil {
 		if ownReg {
 			closeRegistry(reg)
 		}
 		return nil, err
 	}
+	t.policy = lanePolicy{cfg: cfg, eng: t.eng, ucx: ucx, lib: t.lib, reg: reg}
 	t.markUCXFDs() // the worker's sockets and epoll instances
-	if isUCX(t.eng) {
-		t.stripShm = stripSharedMemory
-		t.startChans()
+	if t.ucx.IsUCX(t.eng) {
+		t.stripShm = t.ucx.stripSharedMemory
+		t.kc.start()
 	}
 	t.serveStats()
 	addLive(t)
@@ -154,19 +149,6 @@ func closeRegistry(r registry.Registry) error {
 		return c.Close()
 	}
 	return nil
-}
-
-var (
-	defaultOnce sync.Once
-	defaultT    *Transport
-	defaultErr  error
-)
-
-// DefaultTransport returns the process-wide transport that the
-// package-level functions use, starting it on first use.
-func DefaultTransport() (*Transport, error) {
-	defaultOnce.Do(func() { defaultT, defaultErr = NewTransport(Config{}, StartUCX) })
-	return defaultT, defaultErr
 }
 
 // Name returns the transport's display name.
@@ -228,17 +210,17 @@ func (t *Transport) Close() error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = t.flushWithin(p, t.cfg.Linger)
+				_ = p.flushWithin(t.cfg.Linger)
 			}()
 		}
 		wg.Wait()
 	}
 	for _, p := range peers {
-		t.closePeer(p, true)
+		p.close(true)
 	}
 	// The conns' FINs and RSTs went out: the peers read this close as
 	// one, not as an exit (kchan.go).
-	t.closeChans()
+	t.kc.close()
 	err := t.closeEngines()
 	if t.ownReg {
 		if rerr := closeRegistry(t.reg); err == nil {
@@ -249,7 +231,7 @@ func (t *Transport) Close() error {
 	// them canceled). If UCX still held some, the engine leaked the worker
 	// and nothing will progress it again, so UCX will not touch those
 	// writers' buffers any more either: end their waits.
-	t.failOps(errEngineClosed)
+	t.ops.failAll(errEngineClosed)
 	return err
 }
 
@@ -343,7 +325,7 @@ func (t *Transport) removeConn(c *Conn) {
 	if t.conns[c.id] == c {
 		delete(t.conns, c.id)
 	}
-	t.forgetConnectLocked(c)
+	c.hs.forgetConnectLocked()
 	t.leavePeerLocked(c)
 	t.mu.Unlock()
 }
@@ -378,4 +360,104 @@ func (t *Transport) resolve(ctx context.Context, name string) (registry.Entry, e
 		return e, err
 	}
 	return e, nil
+}
+
+// idlePeersLocked counts the endpoints without conns, on every shard.
+// t.mu is held.
+func (t *Transport) idlePeersLocked() int {
+	held(&t.mu, "idlePeersLocked needs Transport.mu")
+	n := 0
+	for _, s := range t.shards {
+		for _, p := range s.peers {
+			if len(p.conns) == 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// attach gives c a fresh id and puts it in the conn table, on the peer of
+// c's shard for addr (created if need be), in one step: the idle sweep
+// cannot close that peer's endpoint in between. For an accepted conn
+// (dial = false), at and from are where its CONNECT came from.
+func (t *Transport) attach(addr []byte, c *Conn, dial bool, at *shard, from uintptr) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !dial && claimedLocked(at.peers[string(addr)], from, nil) {
+		// A CONNECT that names the worker address of a peer with conns
+		// whose frames come from another endpoint: a claim (the address
+		// is public, in the registry), not that peer.
+		return errClaimedAddr
+	}
+	p, err := c.sh.peerForLocked(addr, dial, at, from)
+	if err != nil {
+		return err
+	}
+	c.peerAt.Store(p)
+	c.dialed = dial
+	t.addConnLocked(c)
+	return nil
+}
+
+// repeatedConnect reports whether a CONNECT with hello, its payload,
+// repeats one that made a conn (again), and that conn if it is still in
+// the conn table. A CONNECT that names a dialer's conn already accepted
+// with another Hello is not its dialer's (which sends the same one each
+// time): it is dropped and counted as bad.
+func (t *Transport) repeatedConnect(hello stream.Hello, payload []byte) (c *Conn, again bool) {
+	var p *peer
+	var refused stream.RefuseCode
+	t.mu.RLock()
+	k := t.accepted[dialKey{string(hello.WorkerAddr), hello.ConnID}]
+	if k != nil {
+		c, p, refused = k.c, k.p, k.refused
+	}
+	t.mu.RUnlock()
+	if k == nil {
+		return nil, false
+	}
+	if k.sum != sha256.Sum256(payload) {
+		t.log.badFrame()
+		t.log.hostile("ucxnet: dropped a CONNECT naming a dialer's conn already accepted, with another Hello")
+		return nil, true
+	}
+	if c == nil && refused != 0 {
+		p.refuse(hello.ConnID, refused)
+	}
+	return c, true
+}
+
+// releasePair names the listener's UCX release (from its registry entry,
+// or the address) and this process's, when they differ: for the errors of
+// a dial that failed, so that a mixed pair says which two releases met.
+func (t *Transport) releasePair(e registry.Entry) string {
+	theirs := e.Meta[MetaUCXRelease]
+	if theirs == "" {
+		theirs = t.ucx.AddressRelease(e.Address)
+	}
+	ours := t.lib.Version
+	if theirs == "" || ours == "" || theirs == ours {
+		return ""
+	}
+	return fmt.Sprintf(" (the listener runs UCX %s, this process UCX %s)", theirs, ours)
+}
+
+// markUCXFDs has UCX's new descriptors marked close-on-exec if t runs UCX:
+// after its worker is made, an endpoint is created, or a peer's handshake
+// arrived (UCX accepted its connection).
+func (t *Transport) markUCXFDs() {
+	if t.ucx.IsUCX(t.eng) {
+		fdSweep.Request()
+	}
+}
+
+// sweepUCXFDs marks close-on-exec, at once, every descriptor UCX has made
+// so far, if t runs UCX: Dial and Accept call it before they return a
+// conn over UCX, so that a child the application execs next inherits
+// none of the descriptors that existed then.
+func (t *Transport) sweepUCXFDs() {
+	if t.ucx.IsUCX(t.eng) {
+		fdSweep.Sweep()
+	}
 }

@@ -2,23 +2,26 @@ package session
 
 // What the session needs of UCX itself. The UCX progress engine
 // (internal/progress) needs cgo, and the session imports no cgo package:
-// package ucxnet, the one importer of progress, hands in what the session
-// needs of it (SetUCX) when it is initialised, before any transport
-// starts. Until then the session has no UCX: StartUCX runs noUCX
-// (noucx.go), as a build without cgo does.
+// the face (package ucxnet) hands NewTransport a UCXBinding over the
+// progress engine, as wireguard-go hands its device a conn.Bind; the
+// session's tests hand in the same, or one whose Start makes in-memory
+// engines.
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
+	"github.com/ucxnet/ucxnet/internal/ucxconf"
+	"github.com/ucxnet/ucxnet/registry"
 )
 
-// UCXBinding is what a session uses of the UCX library: starting its progress
-// engine, telling that engine from the others (the in-memory one of
+// UCXBinding is what a transport uses of the UCX library: starting its
+// progress engines, telling them from the others (the in-memory one of
 // tests, noUCX), and reading packed worker addresses.
 type UCXBinding struct {
-	// Start starts a UCX worker and its progress engine for cfg,
-	// delivering to h; it fails with Unsupported in a build without UCX.
+	// Start starts a worker and its progress engine for cfg, delivering
+	// to h; it fails with Unsupported in a build without UCX.
 	Start StartEngine
 	// Unsupported is the error that says this build has no UCX (built
 	// without cgo, or off Linux).
@@ -52,52 +55,58 @@ type AddressOffer struct {
 	Transports   []string // the transports' names, in address order, without repeats
 }
 
-// errNoUCX is Unsupported until SetUCX is called.
-var errNoUCX = errors.New("ucxnet: built without cgo/UCX support")
+// errNoBinding is NewTransport's error for a binding without Start.
+var errNoBinding = errors.New("ucxnet: session.NewTransport needs a UCXBinding with Start")
 
-// ucx is the UCX the session runs on: none until SetUCX.
-var ucx = UCXBinding{
-	Start:          func(Config, engine.Handler) (engine.Engine, error) { return nil, errNoUCX },
-	Unsupported:    errNoUCX,
-	IsUCX:          func(engine.Engine) bool { return false },
-	Library:        func() UCXLibrary { return UCXLibrary{} },
-	Offer:          func([]byte) (AddressOffer, error) { return AddressOffer{}, errNoUCX },
-	AddressRelease: func([]byte) string { return "" },
-	ValidAddress:   func([]byte) bool { return false },
+// check fails for a binding the transport cannot run on: one without
+// Start, or missing what the transport calls besides.
+func (u UCXBinding) check() error {
+	if u.Start == nil || u.Unsupported == nil || u.IsUCX == nil || u.Library == nil ||
+		u.Offer == nil || u.AddressRelease == nil || u.ValidAddress == nil {
+		return errNoBinding
+	}
+	return nil
 }
 
-// SetUCX makes u the UCX the session runs on. It is called once, when the
-// program is initialised (package ucxnet's init), before any transport
-// starts and before UCX is first called.
-func SetUCX(u UCXBinding) { ucx = u }
+// start starts an engine for cfg on u, delivering to h. Where u says this
+// build has no UCX it starts noUCX, which runs the kernel-TCP lane alone,
+// unless the lane is forced to UCX.
+func (u UCXBinding) start(cfg Config, h engine.Handler) (engine.Engine, error) {
+	eng, err := u.Start(cfg, h)
+	if err != nil && errors.Is(err, u.Unsupported) {
+		return startNoUCX(cfg, err) // kernel TCP only (noucx.go)
+	}
+	if err != nil {
+		hint := ""
+		if tls, set := ucxconf.EffectiveTLS(cfg.UCX); set {
+			hint = fmt.Sprintf(" (UCX_TLS=%q: no usable transport?)", tls)
+		}
+		return nil, fmt.Errorf("ucxnet: starting UCX%s: %w", hint, err)
+	}
+	return eng, nil
+}
 
-// startUCX starts a UCX worker and its progress engine for cfg,
-// delivering to h; it fails with ucx.Unsupported in a build without UCX.
-func startUCX(cfg Config, h engine.Handler) (engine.Engine, error) { return ucx.Start(cfg, h) }
-
-// isUCX reports whether eng is a UCX progress engine.
-func isUCX(eng engine.Engine) bool { return ucx.IsUCX(eng) }
-
-// loadedUCX describes the UCX library loaded (UCX finds it once).
-func loadedUCX() UCXLibrary { return ucx.Library() }
-
-// offerOf reads what a packed worker address offers; it fails for an
-// address this build cannot read.
-func offerOf(addr []byte) (AddressOffer, error) { return ucx.Offer(addr) }
-
-// addressRelease is the UCX release a packed worker address names
-// ("1.18"), "" if it names none (releases before 1.16) or is not one.
-func addressRelease(addr []byte) string { return ucx.AddressRelease(addr) }
-
-// stripSharedMemory is ucx.StripSharedMemory, or addr as it is where the
+// stripSharedMemory is u.StripSharedMemory, or addr as it is where the
 // binding has none.
-func stripSharedMemory(addr []byte) ([]byte, error) {
-	if ucx.StripSharedMemory == nil {
+func (u UCXBinding) stripSharedMemory(addr []byte) ([]byte, error) {
+	if u.StripSharedMemory == nil {
 		return addr, nil
 	}
-	return ucx.StripSharedMemory(addr)
+	return u.StripSharedMemory(addr)
 }
 
-// validAddress reports whether addr is a packed worker address this build
-// would hand to UCX.
-func validAddress(addr []byte) bool { return ucx.ValidAddress(addr) }
+// listenerRelease is the UCX release a registry entry's listener runs:
+// from its meta, else from its address ("1.15" for an address of a release
+// before 1.16, which packs none); "" if unknown.
+func (u UCXBinding) listenerRelease(e registry.Entry) string {
+	if v := e.Meta[MetaUCXRelease]; v != "" {
+		return v
+	}
+	if v := u.AddressRelease(e.Address); v != "" {
+		return v
+	}
+	if u.ValidAddress(e.Address) {
+		return "1.15"
+	}
+	return ""
+}

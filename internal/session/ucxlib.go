@@ -19,14 +19,6 @@ type UCXLibrary struct {
 	Path     string
 }
 
-// UCX returns the UCX library in use.
-func UCX() UCXLibrary { return ucxLibrary() }
-
-// ucxLibrary finds the library once: it cannot change in a process, and
-// finding its path reads /proc/self/maps, which handshakes must not do
-// for every CONNECT and ACCEPT.
-var ucxLibrary = sync.OnceValue(loadedUCX)
-
 // Warning says what is wrong when the loaded release differs from the one
 // ucxnet was built against in a way that matters, or "": a loaded release
 // older than the headers may lack functions or flags the build uses (UCX
@@ -34,32 +26,17 @@ var ucxLibrary = sync.OnceValue(loadedUCX)
 // release is another API. A newer minor release than the headers is fine.
 func (l UCXLibrary) Warning() string { return ucxconf.ReleaseWarning(l.Version, l.BuiltFor) }
 
-// releasePair names the listener's UCX release (from its registry entry,
-// or the address) and this process's, when they differ: for the errors of
-// a dial that failed, so that a mixed pair says which two releases met.
-func releasePair(e registry.Entry) string {
-	theirs := e.Meta[MetaUCXRelease]
-	if theirs == "" {
-		theirs = addressRelease(e.Address)
-	}
-	ours := UCX().Version
-	if theirs == "" || ours == "" || theirs == ours {
-		return ""
-	}
-	return fmt.Sprintf(" (the listener runs UCX %s, this process UCX %s)", theirs, ours)
-}
-
 // loggedReleases holds the UCX releases of dialers whose worker address
 // this process could not take, logged once each.
 var loggedReleases sync.Map
 
-// logUnusableAddress logs, once per dialing UCX release, that a CONNECT
+// logUnusableAddress logs, once per dialing UCX release (ours is this
+// process's), that a CONNECT
 // from a worker of that release went unanswered because its address is
 // not one this process's UCX can take (err says why; Stats.Refused and
 // BadFrames count each). An address of this process's own release is a
 // forgery, not a mixed pair, and is only counted.
-func logUnusableAddress(peerUCX string, err error) {
-	ours := UCX().Version
+func logUnusableAddress(ours, peerUCX string, err error) {
 	if peerUCX == "" || peerUCX == ours || errors.Is(err, errTooManyPeers) || errors.Is(err, errClaimedAddr) {
 		return
 	}
@@ -74,31 +51,15 @@ func logUnusableAddress(peerUCX string, err error) {
 // e over UCX, or "": ucxconf.LoopbackTCPClash's pair (a UCX 1.22 dialer,
 // a listener of 1.21 or older, only tcp over loopback between them),
 // which makes the listener abort.
-func (t *Transport) releaseClash(e registry.Entry) string {
-	if maj, min, ok := ucxconf.MajorMinor(UCX().Version); !ok || maj == 1 && min < 22 {
+func (r *lanePolicy) releaseClash(e registry.Entry) string {
+	if maj, min, ok := ucxconf.MajorMinor(r.lib.Version); !ok || maj == 1 && min < 22 {
 		return "" // only a 1.22 (or later) dialer can clash
 	}
-	tls, tlsSet := ucxconf.EffectiveTLS(t.cfg.UCX)
-	devs := t.netDevices()
+	tls, tlsSet := ucxconf.EffectiveTLS(r.cfg.UCX)
+	devs := r.netDevices()
 	_, _, host := registry.CurrentProcess()
-	if !ucxconf.LoopbackTCPClash(UCX().Version, listenerRelease(e), e.Host == host, tlsSet && !ucxconf.SharedMemoryEnabled(tls), devs) {
+	if !ucxconf.LoopbackTCPClash(r.lib.Version, r.ucx.listenerRelease(e), e.Host == host, tlsSet && !ucxconf.SharedMemoryEnabled(tls), devs) {
 		return ""
 	}
-	return fmt.Sprintf("the listener runs UCX %s and this process UCX %s: with only tcp over loopback between them (UCX_TLS=%s, UCX_NET_DEVICES=%q), UCX 1.21 and older misread UCX 1.22's loopback address and abort; allow shared memory in UCX_TLS or use another interface", listenerRelease(e), UCX().Version, tls, devs)
-}
-
-// listenerRelease is the UCX release a registry entry's listener runs:
-// from its meta, else from its address ("1.15" for an address of a release
-// before 1.16, which packs none); "" if unknown.
-func listenerRelease(e registry.Entry) string {
-	if v := e.Meta[MetaUCXRelease]; v != "" {
-		return v
-	}
-	if v := addressRelease(e.Address); v != "" {
-		return v
-	}
-	if validAddress(e.Address) {
-		return "1.15"
-	}
-	return ""
+	return fmt.Sprintf("the listener runs UCX %s and this process UCX %s: with only tcp over loopback between them (UCX_TLS=%s, UCX_NET_DEVICES=%q), UCX 1.21 and older misread UCX 1.22's loopback address and abort; allow shared memory in UCX_TLS or use another interface", r.ucx.listenerRelease(e), r.lib.Version, tls, devs)
 }

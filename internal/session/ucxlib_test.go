@@ -50,14 +50,14 @@ func TestListenerPublishesUCXRelease(t *testing.T) {
 	defer ln.Close()
 	e, err := reg.Resolve(t.Context(), ln.Addr().String())
 	require.NoError(t, err)
-	require.Equal(t, UCX().Version, e.Meta[MetaUCXRelease])
+	require.Equal(t, testLib().Version, e.Meta[MetaUCXRelease])
 	require.Equal(t, "x", e.Meta["app"])
 	require.Equal(t, map[string]string{"app": "x"}, meta, "the application's map was changed")
 
-	require.Empty(t, releasePair(e), "same release")
+	require.Empty(t, tr.releasePair(e), "same release")
 	e.Meta[MetaUCXRelease] = "1.99.0"
-	got := releasePair(e)
-	require.True(t, strings.Contains(got, "1.99.0") && strings.Contains(got, UCX().Version), got)
+	got := tr.releasePair(e)
+	require.True(t, strings.Contains(got, "1.99.0") && strings.Contains(got, testLib().Version), got)
 }
 
 // TestLogUnusableAddressOnce: a dialer of another UCX release whose address
@@ -70,14 +70,14 @@ func TestLogUnusableAddressOnce(t *testing.T) {
 	defer slog.SetDefault(old)
 	loggedReleases.Delete("1.77.0")
 	bad := errors.New("ucxnet: malformed UCX worker address: at byte 3: ...")
-	logUnusableAddress("1.77.0", bad)
-	logUnusableAddress("1.77.0", bad)
-	logUnusableAddress(UCX().Version, bad)
-	logUnusableAddress("", bad)
+	logUnusableAddress(testLib().Version, "1.77.0", bad)
+	logUnusableAddress(testLib().Version, "1.77.0", bad)
+	logUnusableAddress(testLib().Version, testLib().Version, bad)
+	logUnusableAddress(testLib().Version, "", bad)
 	out := buf.String()
 	require.Equal(t, 1, strings.Count(out, "peer_ucx="), out)
 	require.Contains(t, out, "peer_ucx=1.77.0")
-	require.Contains(t, out, "ucx="+UCX().Version)
+	require.Contains(t, out, "ucx="+testLib().Version)
 }
 
 // TestListenerRelease: the listener's release from its registry entry's
@@ -90,9 +90,9 @@ func TestListenerRelease(t *testing.T) {
 		require.NoError(t, err)
 		return a
 	}
-	require.Equal(t, "1.2.3", listenerRelease(registry.Entry{Meta: map[string]string{MetaUCXRelease: "1.2.3"}}))
-	require.Equal(t, "1.18", listenerRelease(registry.Entry{Address: golden("1.18.1", "tcp")}))
-	require.Equal(t, "1.22", listenerRelease(registry.Entry{Address: golden("1.22.0", "sm-v2")}))
-	require.Equal(t, "1.15", listenerRelease(registry.Entry{Address: golden("1.13.1", "tcp")}))
-	require.Equal(t, "", listenerRelease(registry.Entry{Address: []byte{0xff}}))
+	require.Equal(t, "1.2.3", testUCX.listenerRelease(registry.Entry{Meta: map[string]string{MetaUCXRelease: "1.2.3"}}))
+	require.Equal(t, "1.18", testUCX.listenerRelease(registry.Entry{Address: golden("1.18.1", "tcp")}))
+	require.Equal(t, "1.22", testUCX.listenerRelease(registry.Entry{Address: golden("1.22.0", "sm-v2")}))
+	require.Equal(t, "1.15", testUCX.listenerRelease(registry.Entry{Address: golden("1.13.1", "tcp")}))
+	require.Equal(t, "", testUCX.listenerRelease(registry.Entry{Address: []byte{0xff}}))
 }

@@ -40,18 +40,6 @@ func unboundLocked(p *peer, now time.Time, probe, reset []*Conn) ([]*Conn, []*Co
 	return probe, reset
 }
 
-// checkUnbound probes and resets the conns unboundLocked listed.
-func (t *Transport) checkUnbound(probe, reset []*Conn) {
-	for _, c := range probe {
-		t.stats.pingsSent.Add(1)
-		_ = t.sendCtl(c.peer(), stream.Header{Kind: stream.KindPing, ConnID: c.remoteID, Aux: c.id})
-	}
-	for _, c := range reset {
-		c.terminate(withDetail(ErrReset, "the dialer sent nothing for the conn within twice KeepAlive (%v)", 2*c.keepAlive.Idle),
-			EndReset(stream.RstAbort, RSTAlways))
-	}
-}
-
 // strayPong reports whether h answers a PING for a conn its sender did
 // not know (strayFrame): such an answer binds no conn.
 func strayPong(h stream.Header) bool {

@@ -9,18 +9,18 @@ import (
 
 // Without cgo (or off Linux) ucxnet builds, and its transports run the
 // kernel-TCP lane alone (noucx.go); forcing the UCX lane fails with
-// ucx.Unsupported.
+// testUCX.Unsupported.
 func TestUnsupportedBuild(t *testing.T) {
 	tr, err := newUCXTransport(Config{})
 	if err != nil {
 		t.Fatalf("NewTransport: %v", err)
 	}
 	defer tr.Close()
-	if tr.haveUCX() {
+	if tr.policy.haveUCX() {
 		t.Fatal("a transport without UCX says it has UCX")
 	}
 	_, err = newUCXTransport(Config{Lane: LaneUCX})
-	if !errors.Is(err, ucx.Unsupported) {
-		t.Fatalf("NewTransport with the UCX lane forced: %v, want ucx.Unsupported", err)
+	if !errors.Is(err, testUCX.Unsupported) {
+		t.Fatalf("NewTransport with the UCX lane forced: %v, want testUCX.Unsupported", err)
 	}
 }

@@ -29,26 +29,17 @@ const EnvNoCloexec = "UCXNET_NO_CLOEXEC"
 // anyone who connects to its tcp port.
 var fdSweep = cloexec.New(os.Getenv(EnvNoCloexec) == "1")
 
-// markUCXFDs has UCX's new descriptors marked close-on-exec if t runs UCX:
-// after its worker is made, an endpoint is created, or a peer's handshake
-// arrived (UCX accepted its connection).
-func (t *Transport) markUCXFDs() {
-	if isUCX(t.eng) {
-		fdSweep.Request()
-	}
-}
-
-// sweepUCXFDs marks close-on-exec, at once, every descriptor UCX has made
-// so far, if t runs UCX: Dial and Accept call it before they return a
-// conn over UCX, so that a child the application execs next inherits
-// none of the descriptors that existed then.
-func (t *Transport) sweepUCXFDs() {
-	if isUCX(t.eng) {
-		fdSweep.Sweep()
-	}
-}
-
 // smWatch publishes a shared-memory FIFO slot that a peer killed mid-write
 // left unpublished, so that this process does not go deaf over shared
 // memory (UCX 1.13, Linux); peers' failures and stops tell it when.
-var smWatch = sync.OnceValue(func() *smfifo.Watcher { return smfifo.New(UCX().Version) })
+var (
+	smWatchOnce sync.Once
+	smWatcher   *smfifo.Watcher
+)
+
+// smWatch returns the process's watcher, made for UCX release version on
+// first use (a process loads one UCX library).
+func smWatch(version string) *smfifo.Watcher {
+	smWatchOnce.Do(func() { smWatcher = smfifo.New(version) })
+	return smWatcher
+}

@@ -18,7 +18,7 @@ import (
 )
 
 func (c *Conn) sendWindow(limit uint64) {
-	_ = c.t.sendCtl(c.peer(), stream.Header{Kind: stream.KindWindow, ConnID: c.remoteID, Aux: limit})
+	_ = c.peer().sendCtl(stream.Header{Kind: stream.KindWindow, ConnID: c.remoteID, Aux: limit})
 }
 
 // Write writes data to the stream. It returns once all of b is committed and
@@ -33,14 +33,11 @@ func (c *Conn) sendWindow(limit uint64) {
 // the peer's receive window is full, and while UCX holds more than it could
 // send to the peer (its shared-memory FIFO or socket full: 1 MiB of small
 // writes over shared memory, 8 MiB over TCP, or 32 MiB to all peers of
-// the conn's worker), as a write to a full socket buffer does, until dl
-// passes (os.ErrDeadlineExceeded), which is checked before each part is
-// committed. Errors are bare, as Read's. On the kernel-TCP lane dl is not
-// used (SetLaneDeadline).
-func (c *Conn) Write(b []byte, dl Deadline) (int, error) {
-	if c.lane != nil {
-		return c.laneWrite(b)
-	}
+// the conn's worker), as a write to a full socket buffer does, until the
+// write deadline passes (os.ErrDeadlineExceeded), which is checked before
+// each part is committed. Errors are bare, as Read's.
+func (c *Conn) Write(b []byte) (int, error) {
+	dl := &c.wd
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	n := 0
@@ -173,7 +170,7 @@ func (c *Conn) sendChunk(sp SendPath, frame int, small, gate bool, p []byte, dl 
 		return sent, err
 	}
 	peer := c.peer()
-	sent, pending, err := c.t.send(peer, engine.Frames{Header: hb, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+	sent, pending, err := peer.send(engine.Frames{Header: hb, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
 		Seq: c.seq, Data: p, Frame: frame})
 	if pending {
 		// UCX holds copies it could not send yet: count them against
@@ -247,7 +244,7 @@ func (c *Conn) backlog() (n uint64) {
 // Called with c.wmu held.
 func (c *Conn) drainPeer(dl <-chan struct{}) error {
 	p := c.peer()
-	err := c.t.flush(p, dl, c.closedCh, c.failedCh)
+	err := p.flush(dl, c.closedCh, c.failedCh)
 	switch {
 	case err == nil:
 		p.unflushed.Store(0)
@@ -272,11 +269,11 @@ func (c *Conn) sendZeroCopy(hdr, p []byte, frame int, dl Deadline) (sent int, er
 	var pin runtime.Pinner
 	pin.Pin(&p[0])
 	defer pin.Unpin()
-	token, done := c.t.newOp()
-	sent, wait, err := c.t.send(c.peer(), engine.Frames{Header: hdr, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
+	token, done := c.t.ops.add()
+	sent, wait, err := c.peer().send(engine.Frames{Header: hdr, SeqOff: stream.SeqOffset, LenOff: stream.LengthOffset,
 		Seq: c.seq, Data: p, Frame: frame, ZeroCopy: true, Token: token})
 	if !wait {
-		c.t.forgetOp(token)
+		c.t.ops.forget(token)
 		return sent, err
 	}
 	if st := c.waitZeroCopy(done, dl); st != nil {
@@ -321,7 +318,7 @@ func (c *Conn) waitZeroCopy(done <-chan error, dl Deadline) error {
 		}
 		if deadline.Closed(c.closedCh) || deadline.Closed(dl.Wait()) {
 			c.t.stats.stalledPeers.Add(1)
-			c.t.failPeer(c.peer(), fmt.Sprintf("it did not drain a send for %v past the write deadline or close", zeroCopyGrace))
+			c.peer().fail(fmt.Sprintf("it did not drain a send for %v past the write deadline or close", zeroCopyGrace))
 			return <-done
 		}
 	}
