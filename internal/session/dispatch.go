@@ -93,14 +93,13 @@ func (s *shard) tickAll(now time.Time) {
 // arrives counts as a sign of life of the conn's peer.
 func (s *shard) connFor(h stream.Header, ev *engine.Event, now int64) *Conn {
 	t := s.t
-	c := t.lookup(h.ConnID)
+	c := s.lookup(h.ConnID)
 	if c == nil {
-		t.stats.unknownConn.Add(1)
-		s.strayFrame(h, ev, now)
-		return nil
-	}
-	if c.sh != s {
-		t.log.foreignFrame()
+		if t.lookup(h.ConnID) != nil {
+			t.log.foreignFrame() // a conn of another shard
+		} else {
+			t.stats.unknownConn.Add(1)
+		}
 		s.strayFrame(h, ev, now)
 		return nil
 	}
@@ -138,7 +137,7 @@ func (s *shard) handleBad(ev *engine.Event) {
 	if err != nil || (h.Kind != stream.KindData && h.Kind != stream.KindFin) {
 		return
 	}
-	if c := t.lookup(h.ConnID); c != nil && s.ownFrame(c, ev.From) {
+	if c := s.lookup(h.ConnID); c != nil && s.ownFrame(c, ev.From) {
 		t.log.protocolReset(c)
 		c.terminate(withDetail(ErrReset, "frame %d could not be received", h.Seq), EndReset(stream.RstProtocol, RSTIfOpen))
 	}
@@ -178,7 +177,7 @@ func (s *shard) handleFrame(ev *engine.Event, now int64) {
 		t.log.badFrame()
 		s.chargeFrom(ev.From, now)
 		if h.ConnID != 0 && h.Kind != stream.KindConnect {
-			if c := t.lookup(h.ConnID); c != nil && s.ownFrame(c, ev.From) {
+			if c := s.lookup(h.ConnID); c != nil && s.ownFrame(c, ev.From) {
 				t.log.protocolReset(c)
 				c.terminate(withDetail(ErrProtocol, "%v", err), EndReset(stream.RstProtocol, RSTIfOpen))
 			}
@@ -214,7 +213,7 @@ func (s *shard) handleFrame(ev *engine.Event, now int64) {
 		// accepted from the listener.
 		t.markUCXFDs()
 		c.hs.handleHandshake(h, ev.Data, ev.From)
-		if p := c.peer(); h.Kind == stream.KindAccept && p != nil && c.from == ev.From && t.lookup(h.ConnID) == c {
+		if p := c.peer(); h.Kind == stream.KindAccept && p != nil && c.from == ev.From && s.lookup(h.ConnID) == c {
 			t.mu.Lock()
 			p.noteFromLocked(c)
 			t.mu.Unlock()
@@ -242,7 +241,7 @@ func (s *shard) unmatchedAccept(h stream.Header, ev *engine.Event, now int64) bo
 	if hello.UnmarshalBinary(ev.Data) != nil || hello.ConnID == 0 {
 		return false
 	}
-	if c := t.lookup(h.ConnID); c != nil && c.sh == s {
+	if c := s.lookup(h.ConnID); c != nil {
 		c.mu.Lock()
 		waiting := c.dialed && c.from == 0 && (c.state.Phase == PhaseDialing || c.state.Phase == PhaseAbandoned)
 		answered := c.dialed && c.remoteID == hello.ConnID
@@ -312,12 +311,7 @@ func (s *shard) strayFrame(h stream.Header, ev *engine.Event, now int64) {
 // from (learnt from its conns' handshakes). Before that is known (a dial
 // waiting for its ACCEPT, an accepted conn waiting for its dialer's
 // proof) nothing counts as p's.
-func (p *peer) isFrom(from uintptr) bool {
-	t := p.sh.t
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return from != 0 && p.from == from
-}
+func (p *peer) isFrom(from uintptr) bool { return from != 0 && p.from.Load() == from }
 
 // handleEPError fails every conn on a failed endpoint of shard s and
 // closes it.

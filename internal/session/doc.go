@@ -72,9 +72,11 @@ package session
 //	  Transport.mu  RW: the conn table, the accepted conns' CONNECTs
 //	                (accepted, lingering, handshake.connect), the
 //	                listeners, closed, every shard's peer tables and
-//	                admission state, and a peer's conns, from, idleSince,
+//	                admission state, and a peer's conns, idleSince,
 //	                hadConns, ka, dialed, madeBy and madeAt;
 //	                Conn.keepAlive once in the table
+//	    shard.connsMu  the shard's own index of the table (conns),
+//	                  which its engine goroutine reads a frame's conn in
 //	    Conn.mu       state (a State), in (an Inbound), swin, rerr, werr,
 //	                  dErr, linger, the waiter counts and condition
 //	                  channels
@@ -97,9 +99,10 @@ package session
 // reaches it through the shard's goneQueue and a Writable event
 // (kchan.go), never from the channel's goroutine directly. Atomics, each
 // written by one side and read by any: peer.lastRecv, lastPing, rttProbe,
-// rtt, closing, unflushed, info, sp; Cork's failed flag; outQueue.queued,
-// fresh; Conn.peerAt (written under both Transport.mu and Conn.mu: a dial
-// moved to the worker its ACCEPT names, or to a new endpoint).
+// rtt, closing, unflushed, info, sp, from (written under Transport.mu);
+// Cork's failed flag; outQueue.queued, fresh; Conn.peerAt (written under
+// both Transport.mu and Conn.mu: a dial moved to the worker its ACCEPT
+// names, or to a new endpoint).
 //
 // Set once before the conn enters the conn table, then read-only: Conn.t,
 // sh, laddr, dialed, handshake.workers; Conn.keepAlive, then under

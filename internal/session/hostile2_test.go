@@ -40,7 +40,7 @@ func serverPeerFrom(t *testing.T, p *memPair) uintptr {
 	defer p.server.mu.RUnlock()
 	pr := p.server.shards[0].peers[string(p.client.eng.Address())]
 	require.NotNil(t, pr, "the server has no peer for the client")
-	return pr.from
+	return pr.from.Load()
 }
 
 // CONNECTs to an unkeyed listener that

@@ -75,8 +75,8 @@ func testMemIngressBudget(t *testing.T) {
 		defer p.server.mu.RUnlock()
 		for _, sh := range p.server.shards {
 			for _, pr := range sh.peers {
-				if pr.addr != string(p.client.eng.Address()) && pr.from != 0 {
-					return pr.from
+				if pr.addr != string(p.client.eng.Address()) && pr.from.Load() != 0 {
+					return pr.from.Load()
 				}
 			}
 		}

@@ -106,7 +106,7 @@ func TestMemPSKUnprovenDialerKeepsPeerFrom(t *testing.T) {
 		defer p.server.mu.RUnlock()
 		pr = p.server.shards[0].peers[string(p.client.eng.Address())]
 		require.NotNil(t, pr, "the server has no peer for the client")
-		return pr.from, p.server.shards[0].peersByFrom[pr.from], pr
+		return pr.from.Load(), p.server.shards[0].peersByFrom[pr.from.Load()], pr
 	}
 	real, byFrom, pr := from()
 	require.NotZero(t, real, "the authenticated conn's From was not noted")

@@ -17,8 +17,8 @@ type peer struct {
 	ep    engine.EP
 	conns map[uint64]*Conn // under Transport.mu
 	// from is the From of its frames, learnt from its conns' handshakes
-	// (0: not yet), under Transport.mu.
-	from uintptr
+	// (0: not yet): written under Transport.mu, read by anyone.
+	from atomic.Uintptr
 	info atomic.Pointer[[]string]
 
 	sp atomic.Pointer[SendPath] // how to send, chosen from the transports (nil: not yet)
@@ -187,7 +187,7 @@ func claimedLocked(p *peer, from uintptr, self *Conn) bool {
 	}
 	held(&p.sh.t.mu, "claimedLocked needs Transport.mu")
 	p.sh.owner.check()
-	if p.from == 0 || p.from == from {
+	if f := p.from.Load(); f == 0 || f == from {
 		return false
 	}
 	for _, q := range p.conns {
@@ -287,19 +287,19 @@ func (p *peer) noteFromLocked(c *Conn) {
 		return
 	}
 	p.replace = false // a conn of it was answered
-	if p.from == from {
+	if p.from.Load() == from {
 		return
 	}
 	s.forgetFromLocked(p)
-	p.from = from
+	p.from.Store(from)
 	s.peersByFrom[from] = p
 }
 
 // forgetFromLocked removes p from peersByFrom. t.mu is held.
 func (s *shard) forgetFromLocked(p *peer) {
 	heldW(&s.t.mu, "forgetFromLocked needs Transport.mu")
-	if p.from != 0 && s.peersByFrom[p.from] == p {
-		delete(s.peersByFrom, p.from)
+	if f := p.from.Load(); f != 0 && s.peersByFrom[f] == p {
+		delete(s.peersByFrom, f)
 	}
 }
 

@@ -73,8 +73,8 @@ func TestMemRefusedAcceptReset(t *testing.T) {
 	c1, _ := dialPinned(t, p.pair) // client worker 1, server worker 1
 	p.client.mu.Lock()
 	cp := c1.peer()
-	require.NotZero(t, cp.from)
-	cp.from++ // the peer's frames now seem to come from elsewhere
+	require.NotZero(t, cp.from.Load())
+	cp.from.Add(1) // the peer's frames now seem to come from elsewhere
 	p.client.mu.Unlock()
 	p.client.nextDial.Store(0)
 	p.server.nextAccept.Store(0) // server worker 1, the claimed one

@@ -174,7 +174,7 @@ func (hs *handshake) refreshDial() {
 	c.mu.Lock()
 	old := c.peer()
 	c.mu.Unlock()
-	if old == nil || old.from != 0 || s.peers[old.addr] != old || !onlyDialsLocked(old) {
+	if old == nil || old.from.Load() != 0 || s.peers[old.addr] != old || !onlyDialsLocked(old) {
 		return
 	}
 	s.forgetPeerLocked(old)

@@ -26,6 +26,7 @@ package session
 import (
 	"errors"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/ucxnet/ucxnet/internal/engine"
@@ -72,6 +73,13 @@ type shard struct {
 	// From that CONNECT came from (admit.go).
 	madeBy map[uintptr]*peer
 
+	// conns are the conns of the transport's table that are on this
+	// shard, by id: what its engine goroutine looks a frame's conn up in,
+	// with no lock that the other shards take. Written under
+	// Transport.mu and connsMu, read under connsMu.
+	connsMu sync.RWMutex
+	conns   map[uint64]*Conn
+
 	sweep sweep // the keepalive sweep (sweep.go)
 
 	owner owner // the goroutine in its handler, for the ownership checks (owner.go)
@@ -88,6 +96,7 @@ func newShard(t *Transport, idx int) *shard {
 		peers:       make(map[string]*peer),
 		peersByEP:   make(map[engine.EP]*peer),
 		peersByFrom: make(map[uintptr]*peer),
+		conns:       make(map[uint64]*Conn),
 	}
 	s.sweep.sh = s
 	return s
@@ -209,6 +218,14 @@ func (s *shard) rebindAccept(c *Conn, addr []byte, from uintptr) error {
 	c.peerAt.Store(p)
 	t.joinPeerLocked(c)
 	return nil
+}
+
+// lookup returns the conn on s whose id is id, nil if none is.
+func (s *shard) lookup(id uint64) *Conn {
+	s.connsMu.RLock()
+	c := s.conns[id]
+	s.connsMu.RUnlock()
+	return c
 }
 
 // learnFrom binds c, an accepted conn, to the endpoint from: that of the

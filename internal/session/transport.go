@@ -258,6 +258,9 @@ func (t *Transport) addConnLocked(c *Conn) {
 			c.laddr.Name = t.name
 		}
 		t.conns[id] = c
+		c.sh.connsMu.Lock()
+		c.sh.conns[id] = c
+		c.sh.connsMu.Unlock()
 		t.joinPeerLocked(c)
 		return
 	}
@@ -324,6 +327,9 @@ func (t *Transport) removeConn(c *Conn) {
 	t.mu.Lock()
 	if t.conns[c.id] == c {
 		delete(t.conns, c.id)
+		c.sh.connsMu.Lock()
+		delete(c.sh.conns, c.id)
+		c.sh.connsMu.Unlock()
 	}
 	c.hs.forgetConnectLocked()
 	t.leavePeerLocked(c)

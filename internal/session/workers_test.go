@@ -166,8 +166,8 @@ func TestAttackAcceptAddressHelper(t *testing.T) {
 		p.client.mu.RLock()
 		defer p.client.mu.RUnlock()
 		for _, pr := range p.client.shards[k].peers {
-			if pr.from != 0 {
-				return pr, pr.from
+			if pr.from.Load() != 0 {
+				return pr, pr.from.Load()
 			}
 		}
 		t.Fatalf("client worker %d has no bound peer", k)
@@ -193,7 +193,7 @@ func TestAttackAcceptAddressHelper(t *testing.T) {
 					require.True(t, slices.ContainsFunc(honest, func(h *testConn) bool { return h.Conn == c }), "the impostor's conn is on the claimed peer")
 				}
 				p.client.mu.RUnlock()
-				require.Equal(t, from, pr.from, "the claimed peer's From changed")
+				require.Equal(t, from, pr.from.Load(), "the claimed peer's From changed")
 			}
 			t.Logf("%s (worker %d): %v", what, k, err)
 		}
@@ -288,7 +288,7 @@ func TestAttackConnectClaimsWorkers(t *testing.T) {
 	froms := map[*peer]uintptr{}
 	p.server.mu.RLock()
 	for _, s := range server {
-		froms[s.peer()] = s.peer().from
+		froms[s.peer()] = s.peer().from.Load()
 	}
 	p.server.mu.RUnlock()
 	// Those claiming a worker bound on the server's first worker (where
@@ -296,7 +296,7 @@ func TestAttackConnectClaimsWorkers(t *testing.T) {
 	var claimsBound uint64
 	p.server.mu.RLock()
 	for _, c := range client {
-		if pr := p.server.shards[0].peers[string(c.sh.eng.Address())]; pr != nil && pr.from != 0 {
+		if pr := p.server.shards[0].peers[string(c.sh.eng.Address())]; pr != nil && pr.from.Load() != 0 {
 			claimsBound++
 		}
 	}
@@ -309,7 +309,7 @@ func TestAttackConnectClaimsWorkers(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the rest are handled by now
 	p.server.mu.RLock()
 	for pr, from := range froms {
-		require.Equal(t, from, pr.from, "a claim changed a bound peer's From")
+		require.Equal(t, from, pr.from.Load(), "a claim changed a bound peer's From")
 	}
 	p.server.mu.RUnlock()
 	for i := range client {
