@@ -9,7 +9,7 @@
 // Package deadline is a conn's read or write deadline as a cancel channel,
 // as in net/pipe.go: a timer closes the channel when the deadline passes,
 // and a new channel replaces it when the deadline moves after expiry.
-// ucxnet's Conn keeps two and hands them to the session's stream Read and
+// A UCX stream (internal/session's Conn) keeps two, for its Read and
 // Write, which ask for the channel each time they check or wait.
 package deadline
 

@@ -13,12 +13,12 @@ import (
 	"github.com/ucxnet/ucxnet/internal/stream"
 )
 
-// Conn is a session stream: a byte stream carried as UCX active messages
-// or over the kernel-TCP lane. Its Read and Write block until they can go
-// on, the deadline they are given passes (Deadline) or the stream closes,
-// and return bare errors (io.EOF, net.ErrClosed, os.ErrDeadlineExceeded,
-// ErrReset and the other sentinels); ucxnet's Conn adds deadlines and
-// *net.OpError. All methods are safe for concurrent use.
+// Conn is a UCX stream: a byte stream carried as UCX active messages (the
+// kernel-TCP lane's is LaneConn). Its Read and Write block until they can
+// go on, its read or write deadline passes or the stream closes, and
+// return bare errors (io.EOF, net.ErrClosed, os.ErrDeadlineExceeded,
+// ErrReset and the other sentinels); the face adds *net.OpError. All
+// methods are safe for concurrent use.
 type Conn struct {
 	t *Transport
 	// peerAt is the peer c's frames go to; nil until attached. Written

@@ -67,7 +67,7 @@ func TestTCPLaneEcho(t *testing.T) {
 	require.Equal(t, uint64(2), p.client.LaneStats().OpenConns+p.server.LaneStats().OpenConns)
 }
 
-// Closed reports whether Close was called, on either lane (the face
+// Closed reports whether Close was called, on either lane (a UCX stream
 // checks it before it sets a deadline).
 func TestConnClosed(t *testing.T) {
 	for _, name := range []string{LaneTCP, LaneUCX} {
