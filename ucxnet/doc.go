@@ -39,8 +39,8 @@
 // handshakes, dropped frames) to a log/slog logger.
 //
 // The package is a thin face over the streams of ucxnet's conn core, an
-// internal package that does the protocol and whose streams block: Conn,
-// Listener, Dialer and Transport keep deadlines and report *net.OpError.
-// When the package is initialised it hands that core the UCX progress
-// engine.
+// internal package that does the protocol and whose streams block and
+// keep their deadlines: Conn, Listener, Dialer and Transport report
+// *net.OpError, and the Listener keeps Accept's deadline. NewTransport
+// hands that core the UCX progress engine.
 package ucxnet

@@ -233,15 +233,13 @@ func (hs *handshake) handleHandshake(h stream.Header, payload []byte, from uintp
 func (hs *handshake) endHandshake(h stream.Header, listenerID uint64, helloErr error, from uintptr) {
 	c := hs.c
 	if h.Kind == stream.KindRefuse {
-		c.terminateLocked(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)), EndQuiet)
 		c.mu.Unlock()
-		c.t.removeConn(c)
+		c.terminate(withDetail(ErrRefused, "listener %q refused: %v", c.raddr.Name, stream.RefuseCode(h.Aux)), EndQuiet)
 		c.hs.markUnanswered()
 		return
 	}
-	c.terminateLocked(withDetail(ErrProtocol, "bad ACCEPT: %v", helloErr), EndQuiet)
 	c.mu.Unlock()
-	c.t.removeConn(c)
+	c.terminate(withDetail(ErrProtocol, "bad ACCEPT: %v", helloErr), EndQuiet)
 	c.hs.resetAccept(listenerID, from, errors.Is(helloErr, errAcceptRefused))
 }
 
@@ -323,11 +321,10 @@ func (hs *handshake) handleAuth(h stream.Header, payload []byte) {
 	var hello stream.Hello
 	ok := hello.UnmarshalBinary(payload) == nil && a.hs.Verify(auth.Dialer, hello.MAC, c.remoteID, c.id)
 	if !ok {
-		c.terminateLocked(withDetail(ErrRefused, "dialer failed authentication"), EndQuiet)
 		c.mu.Unlock()
 		c.t.log.authFailed()
+		c.terminate(withDetail(ErrRefused, "dialer failed authentication"), EndQuiet)
 		c.peer().refuse(c.remoteID, stream.RefuseAuth)
-		c.t.removeConn(c)
 		return
 	}
 	c.state.Phase = PhaseOpen

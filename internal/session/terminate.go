@@ -18,7 +18,10 @@ func (c *Conn) abort() { c.terminate(net.ErrClosed, EndReset(stream.RstAbort, RS
 // Writes return from now on, and which a dial still waiting returns; c
 // leaves the conn table and its peer, and the peer is told as pol says.
 // A conn ends once: terminating one that already ended only discards, if
-// pol says so.
+// pol says so. Every end but a clean one comes here (a failure, a reset,
+// a refusal in the handshake); a clean end, both FINs exchanged, is
+// Close's or the final FIN's (recv.go), and a dial given up ends when
+// abandonedTTL passes (dial.go); each leaves the table by removeConn.
 func (c *Conn) terminate(err error, pol EndPolicy) {
 	c.mu.Lock()
 	send := c.terminateLocked(err, pol)
