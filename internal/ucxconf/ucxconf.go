@@ -31,6 +31,25 @@ var defaults = []Setting{
 	{Name: "KEEPALIVE_INTERVAL", Value: "1s"},
 	// Non-blocking connects for UCX's tcp transport (see ConnNB).
 	{Name: ConnNB, Value: "y"},
+	// UCP's protocol selection of UCX 1.15 and earlier, from 1.18 on
+	// (see ProtoEnable).
+	{Name: ProtoEnable, Value: "n"},
+}
+
+// ProtoEnable is UCP's setting that chooses its protocol selection:
+// "y", the default from UCX 1.16 on, or "n", the one of earlier releases.
+// ucxnet sets "n" from UCX 1.18 on, where it sends its frames faster
+// (docs/PERFORMANCE.md, "UCX releases"): over UCX_TLS=tcp 64 KiB streams
+// on one conn went from 0.10-0.19x Go TCP to 0.85-1.08x with 1.18.1 and
+// from 0.11-0.14x to 0.72-1.08x with 1.22.0; over shared memory 1.18.1
+// went from 5.4 to 6.2 GB/s and 1.22.0 stayed within the runs' spread.
+// Either choice talks to peers of any release (TestLaneMixedRelease).
+const ProtoEnable = "PROTO_ENABLE"
+
+// protoV1 reports whether ucxnet sets ProtoEnable to "n" in release.
+func protoV1(release string) bool {
+	maj, min, ok := MajorMinor(release)
+	return ok && (maj > 1 || min >= 18)
 }
 
 // ConnNB is UCX's tcp setting for non-blocking connects (the environment's
@@ -96,6 +115,9 @@ func Settings(user map[string]string, release string) []Setting {
 		if (s.Name == "MM_ERROR_HANDLING" || seg == Shm) && !SharedMemoryEnabled(tls) ||
 			(seg == TCP || s.Name == ConnNB) && !TCPEnabled(tls) {
 			continue // UCX warns about settings of components it did not load
+		}
+		if s.Name == ProtoEnable && !protoV1(release) {
+			continue
 		}
 		if seg != nil && seg.userValue(user) != "" {
 			continue // the user chose the segment size (maybe under another name)

@@ -208,3 +208,28 @@ func TestEnvDefaultsNamesConnNB(t *testing.T) {
 		require.Equal(t, "y", EnvDefaults(rel)["UCX_TCP_CONN_NB"], rel)
 	}
 }
+
+// From UCX 1.18 on ucxnet chooses UCP's earlier protocol selection
+// (ProtoEnable), unless the environment or the user chose.
+func TestProtoEnableDefault(t *testing.T) {
+	if _, set := os.LookupEnv("UCX_PROTO_ENABLE"); set {
+		t.Skip("UCX_PROTO_ENABLE is set in the environment; this test checks ucxnet's own choice")
+	}
+	for rel, want := range map[string]bool{"1.13.1": false, "1.17.0": false, "1.18.1": true, "1.22.0": true, "2.0.0": true, "": false} {
+		for _, tls := range []string{"tcp", "sm", ""} {
+			v, ok := has(Settings(map[string]string{"TLS": tls}, rel), ProtoEnable)
+			require.Equal(t, want, ok, "%s UCX_TLS=%q", rel, tls)
+			if want {
+				require.Equal(t, "n", v, rel)
+				require.Equal(t, "n", EnvDefaults(rel)["UCX_PROTO_ENABLE"], rel)
+			}
+		}
+	}
+	ss := Settings(map[string]string{ProtoEnable: "y"}, "1.18.1")
+	v, _ := has(ss, ProtoEnable)
+	require.Equal(t, "y", v, "the user's choice wins")
+	require.Len(t, ss, len(Settings(nil, "1.18.1")), "once, in place of the default")
+	t.Setenv("UCX_PROTO_ENABLE", "y")
+	_, ok := has(Settings(nil, "1.18.1"), ProtoEnable)
+	require.False(t, ok, "the environment's UCX_PROTO_ENABLE wins")
+}
