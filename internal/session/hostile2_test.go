@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"io"
+	"net"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -40,7 +41,19 @@ func serverPeerFrom(t *testing.T, p *memPair) uintptr {
 	defer p.server.mu.RUnlock()
 	pr := p.server.shards[0].peers[string(p.client.eng.Address())]
 	require.NotNil(t, pr, "the server has no peer for the client")
-	return pr.from.Load()
+	from := pr.from.Load()
+	require.NotZero(t, from, "the server has not learnt the client's endpoint: no frame of a client conn reached it yet (exchangeByte)")
+	return from
+}
+
+// exchangeByte sends a byte from c to s and reads it: the server's conn s
+// is then bound to the client's endpoint, whose From its peer knows.
+func exchangeByte(t *testing.T, c, s net.Conn) {
+	t.Helper()
+	_, err := c.Write([]byte{1})
+	require.NoError(t, err)
+	_, err = io.ReadFull(s, make([]byte, 1))
+	require.NoError(t, err)
 }
 
 // CONNECTs to an unkeyed listener that
@@ -147,6 +160,7 @@ func testMemPingFloodBounded(t *testing.T) {
 		}
 		return memengine.Deliver
 	})
+	exchangeByte(t, c, s)
 	from := serverPeerFrom(t, p) // as if the client sent them
 	sid := s.(*testConn).id
 	const flood = 2000

@@ -40,6 +40,7 @@ func testMemIngressBudget(t *testing.T) {
 	require.NoError(t, err)
 	defer hs.Close()
 
+	exchangeByte(t, c, s)
 	from := serverPeerFrom(t, p)
 	sid := s.(*testConn).id
 	ping := stream.Header{Kind: stream.KindPing, ConnID: sid, Aux: 1}.Bytes()
