@@ -55,8 +55,9 @@ type AddressOffer struct {
 	Transports   []string // the transports' names, in address order, without repeats
 }
 
-// errNoBinding is NewTransport's error for a binding without Start.
-var errNoBinding = errors.New("ucxnet: session.NewTransport needs a UCXBinding with Start")
+// errNoBinding is NewTransport's error for a binding that lacks a
+// function the transport calls.
+var errNoBinding = errors.New("ucxnet: session.NewTransport needs a UCXBinding with Start, Unsupported, IsUCX, Library, Offer, AddressRelease and ValidAddress")
 
 // check fails for a binding the transport cannot run on: one without
 // Start, or missing what the transport calls besides.

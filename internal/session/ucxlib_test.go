@@ -96,3 +96,15 @@ func TestListenerRelease(t *testing.T) {
 	require.Equal(t, "1.15", testUCX.listenerRelease(registry.Entry{Address: golden("1.13.1", "tcp")}))
 	require.Equal(t, "", testUCX.listenerRelease(registry.Entry{Address: []byte{0xff}}))
 }
+
+// A transport needs a whole UCX binding: one that lacks a function it
+// would call fails NewTransport with a clear error, before anything starts.
+func TestNewTransportIncompleteBinding(t *testing.T) {
+	b := testUCX
+	b.Offer = nil
+	for _, bad := range []UCXBinding{{}, b} {
+		tr, err := NewTransport(Config{Registry: registry.NewMemory(), StatsDir: StatsOff}, bad)
+		require.ErrorIs(t, err, errNoBinding)
+		require.Nil(t, tr)
+	}
+}
