@@ -143,14 +143,11 @@ func (s *shard) handleBad(ev *engine.Event) {
 	}
 }
 
-// ownFrame reports whether a frame for c that arrived on s from the
-// endpoint from is c's own: from the endpoint c is bound to, or the first
-// for an accepted conn not bound yet, which binds it (learnFrom). Engine
-// goroutine.
+// ownFrame reports whether a frame for c, a conn of s (s.lookup), that
+// arrived from the endpoint from is c's own: from the endpoint c is bound
+// to, or the first for an accepted conn not bound yet, which binds it
+// (learnFrom). Engine goroutine.
 func (s *shard) ownFrame(c *Conn, from uintptr) bool {
-	if c.sh != s {
-		return false
-	}
 	if c.from == 0 && c.learnFrom {
 		s.learnFrom(c, from)
 	}
