@@ -240,21 +240,25 @@ func (e *Engine) Pause() (resume func()) {
 	return e.unlock
 }
 
-// closeFlushBudget bounds Close's wait for its worker flush: a wireup
+// closeFlushBudget bounds Close's wait for its worker to settle: a wireup
 // reply goes out within milliseconds when its peer is reachable, and a
-// dead or stopped peer would hold the flush for ever.
+// dead or stopped peer would hold it for ever.
 const closeFlushBudget = 250 * time.Millisecond
+
+// closeQuiet is how long UCX must have had nothing to do before Close
+// destroys a UCX 1.13 worker.
+const closeQuiet = 10 * time.Millisecond
 
 // Close stops the engine goroutine, gives UCX up to linger to finish what
 // it still owns (queued sends, endpoint closes), then destroys the worker.
 // The caller closes its endpoints first.
 //
-// With UCX 1.13 the worker is flushed first, for up to closeFlushBudget:
+// With UCX 1.13 the worker settles first, for up to closeFlushBudget:
 // UCX 1.13 aborts when a worker is destroyed with a wireup reply of its
 // own still queued (ucp_request.c:684, "got REP message"), as it is for a
 // few milliseconds after a peer's first message, until the connection
-// back to that peer is up. A flush that a dead or stopped peer holds up
-// does not keep the worker: it is destroyed as it would have been.
+// back to that peer is up. A dead or stopped peer that holds it up does
+// not keep the worker: it is destroyed as it would have been.
 func (e *Engine) Close(linger time.Duration) error {
 	if !e.stopping.CompareAndSwap(false, true) {
 		<-e.done
@@ -267,12 +271,7 @@ func (e *Engine) Close(linger time.Duration) error {
 	deadline := time.Now().Add(linger)
 	e.drain(deadline, func() bool { return e.w.Stats().Inflight > 0 })
 	if linger > 0 && e.wireupHazard {
-		e.mu.Lock()
-		_, err := e.w.FlushWorker()
-		e.mu.Unlock()
-		if err == nil {
-			e.drain(time.Now().Add(min(linger, closeFlushBudget)), e.w.Flushing)
-		}
+		e.settle(time.Now().Add(min(linger, closeFlushBudget)))
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -286,6 +285,45 @@ func (e *Engine) Close(linger time.Duration) error {
 	}
 	e.w.Close()
 	return nil
+}
+
+// settle progresses the stopped engine's worker, handing its events to the
+// handler, until UCX has had nothing to do for closeQuiet — no progress,
+// no event, a worker flush done — or until deadline. A worker flush alone
+// does not cover a wireup reply: UCX completes it once its transports hold
+// no sends, while the reply still waits in its endpoint's queue for the
+// connection back (ucp_worker_flush_nbx in UCX 1.13's flush.c).
+func (e *Engine) settle(deadline time.Time) {
+	var evs []cucx.Event
+	active := time.Now()
+	flushing := false
+	for {
+		rel := e.takeReleases()
+		e.mu.Lock()
+		if !flushing {
+			done, err := e.w.FlushWorker()
+			flushing = err == nil && !done
+		}
+		var n int
+		evs, n = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
+		if flushing {
+			flushing = e.w.Flushing()
+		}
+		e.mu.Unlock()
+		now := time.Now()
+		if n > 0 || len(evs) > 0 || flushing {
+			active = now
+		}
+		if len(evs) > 0 {
+			e.h.HandleEvents(evs)
+			e.markHeld(evs)
+			clear(evs)
+		}
+		if now.Sub(active) >= closeQuiet || now.After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }
 
 // drain progresses the stopped engine's worker, handing its events to the
