@@ -9,8 +9,11 @@ package progress
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,31 +26,54 @@ import (
 
 const (
 	wireupVanishEnv   = "UCXNET_WIREUP_VANISH" // runs the helper
+	wireupSenderEnv   = "UCXNET_WIREUP_SENDER" // the helper's vanishing peer: the address to send to
+	wireupDelayEnv    = "UCXNET_WIREUP_DELAY"  // ms between its send and its exit
 	wireupAbort       = "ucp_request.c:684"
 	wireupVanishPairs = 40
 )
 
 // TestWireupVanishHelper is not a test: it is the process of
-// TestPeerVanishingRightAfterFirstMessage. Pairs of engines, one after
-// the other: a sends b its first message, then (0–4 ms later) closes its
-// endpoint and its engine; b is left to answer.
+// TestPeerVanishingRightAfterFirstMessage, and of each peer that vanishes
+// on it. Pairs, one after the other: b starts, a process of its own (a)
+// sends b its first message and exits 0–4 ms later without closing
+// anything; b is left to answer.
 func TestWireupVanishHelper(t *testing.T) {
+	if to := os.Getenv(wireupSenderEnv); to != "" {
+		vanishingSender(t, to)
+		return
+	}
 	if os.Getenv(wireupVanishEnv) == "" {
 		t.Skip("helper process for TestPeerVanishingRightAfterFirstMessage; runs only as its child")
 	}
 	var hdr [8]byte
 	binary.LittleEndian.PutUint64(hdr[:], 1)
 	for i := range wireupVanishPairs {
-		a, b := newCollector(t), newCollector(t)
-		ep, err := connect(a.eng, b.eng.Address())
-		require.NoError(t, err)
-		require.NoError(t, send(a.eng, ep, hdr[:], []byte("first")))
-		time.Sleep(time.Duration(i%5) * time.Millisecond)
-		_ = closeEP(a.eng, ep, true)
-		_ = a.eng.Close(time.Second)
+		b := newCollector(t)
+		cmd := exec.Command(os.Args[0], "-test.run=^TestWireupVanishHelper$")
+		cmd.Env = append(os.Environ(), wireupSenderEnv+"="+hex.EncodeToString(b.eng.Address()),
+			fmt.Sprintf("%s=%d", wireupDelayEnv, i%5))
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "the vanishing peer:\n%s", out)
 		time.Sleep(50 * time.Millisecond) // b's reply meets a's absence
 		_ = b.eng.Close(time.Second)
 	}
+}
+
+// vanishingSender is the peer that vanishes: it sends the engine at the
+// hex address to its first message and exits, delay ms later.
+func vanishingSender(t *testing.T, to string) {
+	addr, err := hex.DecodeString(to)
+	require.NoError(t, err)
+	delay, err := strconv.Atoi(os.Getenv(wireupDelayEnv))
+	require.NoError(t, err)
+	a := newCollector(t)
+	ep, err := connect(a.eng, addr)
+	require.NoError(t, err)
+	var hdr [8]byte
+	binary.LittleEndian.PutUint64(hdr[:], 1)
+	require.NoError(t, send(a.eng, ep, hdr[:], []byte("first")))
+	time.Sleep(time.Duration(delay) * time.Millisecond)
+	os.Exit(0)
 }
 
 // TestPeerVanishingRightAfterFirstMessage keeps the UCX hazard in view:
