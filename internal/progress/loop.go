@@ -194,7 +194,10 @@ func (e *Engine) woke(s *loopState, ready bool) {
 // waits for the next packet or the backstop: a 256 KiB request every 1 ms
 // over UCX_TLS=tcp, the receiver arming after any progress call, waited
 // for a 100 ms backstop in 394 of 399 requests; with a zero-timeout
-// poll(2) on the fd just before parking, in none.
+// poll(2) on the fd just before parking, in none. That check belongs in
+// the first callback of RawConn.Read, not before the Read: internal/poll
+// resets the descriptor's readiness before that callback (prepareRead), so
+// an edge between an earlier check and the Read is forgotten.
 func (e *Engine) sleep(fds []unix.PollFd) (slept, ready bool) {
 	d := e.arm()
 	if d <= 0 {
