@@ -269,7 +269,7 @@ func (e *Engine) Close(linger time.Duration) error {
 	e.mu.Unlock()
 	<-e.done
 	deadline := time.Now().Add(linger)
-	e.drain(deadline, func() bool { return e.w.Stats().Inflight > 0 })
+	e.drain(deadline, func(int, int) bool { return e.w.Stats().Inflight > 0 })
 	if linger > 0 && e.wireupHazard {
 		e.settle(time.Now().Add(min(linger, closeFlushBudget)))
 	}
@@ -294,47 +294,36 @@ func (e *Engine) Close(linger time.Duration) error {
 // no sends, while the reply still waits in its endpoint's queue for the
 // connection back (ucp_worker_flush_nbx in UCX 1.13's flush.c).
 func (e *Engine) settle(deadline time.Time) {
-	var evs []cucx.Event
 	active := time.Now()
 	flushing := false
-	for {
-		rel := e.takeReleases()
-		e.mu.Lock()
+	e.drain(deadline, func(n, events int) bool {
+		if flushing {
+			flushing = e.w.Flushing()
+		}
 		if !flushing {
 			done, err := e.w.FlushWorker()
 			flushing = err == nil && !done
 		}
-		var n int
-		evs, n = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
-		if flushing {
-			flushing = e.w.Flushing()
-		}
-		e.mu.Unlock()
 		now := time.Now()
-		if n > 0 || len(evs) > 0 || flushing {
+		if n > 0 || events > 0 || flushing {
 			active = now
 		}
-		if len(evs) > 0 {
-			e.h.HandleEvents(evs)
-			e.markHeld(evs)
-			clear(evs)
-		}
-		if now.Sub(active) >= closeQuiet || now.After(deadline) {
-			return
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
+		return now.Sub(active) < closeQuiet
+	})
 }
 
 // drain progresses the stopped engine's worker, handing its events to the
-// handler, while busy (called with e.mu held) and deadline has not passed.
-func (e *Engine) drain(deadline time.Time, busy func() bool) {
+// handler, while busy (called with e.mu held, after each progress call,
+// with UCX's progress count and the events it brought) and deadline has
+// not passed.
+func (e *Engine) drain(deadline time.Time, busy func(n, events int) bool) {
 	var evs []cucx.Event
 	for {
 		rel := e.takeReleases()
 		e.mu.Lock()
-		evs, _ = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
-		more := busy()
+		var n int
+		evs, n = e.w.Progress(evs[:0], e.cfg.MaxBatch, rel)
+		more := busy(n, len(evs))
 		e.mu.Unlock()
 		if len(evs) > 0 {
 			e.h.HandleEvents(evs)

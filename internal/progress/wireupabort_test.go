@@ -45,8 +45,6 @@ func TestWireupVanishHelper(t *testing.T) {
 	if os.Getenv(wireupVanishEnv) == "" {
 		t.Skip("helper process for TestPeerVanishingRightAfterFirstMessage; runs only as its child")
 	}
-	var hdr [8]byte
-	binary.LittleEndian.PutUint64(hdr[:], 1)
 	for i := range wireupVanishPairs {
 		b := newCollector(t)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestWireupVanishHelper$")
