@@ -53,7 +53,7 @@ const (
 // followed, and the Dir keeps using the directory it checked.
 type Dir struct {
 	path string
-	dir  *os.File // the directory checkDir judged; nil only in tests of judge
+	dir  *os.File // the directory openCheckedDir judged; nil only in tests of judge
 	host string
 	pid  int
 }
@@ -88,10 +88,10 @@ func NewDir(path string) (*Dir, error) {
 
 // makeDir creates path with mode 0700 if nothing is there (not even a
 // dangling symbolic link), and then sets that mode, as the umask may have
-// dropped owner bits. It leaves an existing path alone for checkDir.
+// dropped owner bits. It leaves an existing path alone for openCheckedDir.
 func makeDir(path string) error {
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
-		return nil // exists (checkDir judges it), or unreadable (checkDir says why)
+		return nil // exists (openCheckedDir judges it), or unreadable (openCheckedDir says why)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("registry: creating directory: %w", err)
@@ -99,7 +99,7 @@ func makeDir(path string) error {
 	err := os.Mkdir(path, 0o700)
 	switch {
 	case errors.Is(err, fs.ErrExist):
-		return nil // created meanwhile by someone: checkDir judges it
+		return nil // created meanwhile by someone: openCheckedDir judges it
 	case err != nil:
 		return fmt.Errorf("registry: creating directory: %w", err)
 	}
@@ -177,16 +177,6 @@ func judgeDir(fd int, path string) error {
 		}
 	}
 	return nil
-}
-
-// checkDir is openCheckedDir for a caller that does not keep the
-// directory open.
-func checkDir(path string) error {
-	dir, err := openCheckedDir(path)
-	if err != nil {
-		return err
-	}
-	return dir.Close()
 }
 
 // Close does nothing and returns nil: it exists so that every built-in
