@@ -25,7 +25,7 @@ func runBench(ctx context.Context, sio *stdio, o benchOptions) error {
 
 func runBench1(ctx context.Context, sio *stdio, o benchOptions) error {
 	t0 := time.Now()
-	r := &benchRun{o: o, prog: newProgressLine(sio.Err)}
+	r := &benchRun{o: o, prog: newProgressLine(sio.Err), sio: sio}
 	defer r.close()
 	r.onClose(r.prog.clear)
 	r.rep = &benchReport{
@@ -74,7 +74,11 @@ type benchRun struct {
 	ut    *ucxnet.Transport // nil when the server is local and ucx is not measured
 	peer  benchPeer
 	addrs map[string]map[string]string // transport → service → address
-	undo  []func()
+	sio   *stdio
+	// The private registry of a local run (spec "" with --remote) and
+	// the directory of its unix sockets.
+	spec, dir string
+	undo      []func()
 }
 
 // onClose adds f to what close does; close runs the latest first.
@@ -116,6 +120,7 @@ func (r *benchRun) startServer(ctx context.Context, sio *stdio) error {
 		return err
 	}
 	r.onClose(func() { os.RemoveAll(dir) })
+	r.spec, r.dir = spec, dir
 	r.prog.set("starting the server process")
 	child, err := startBenchServer(ctx, sio, spec, dir, r.o.transports)
 	if err != nil {
@@ -173,7 +178,7 @@ func (r *benchRun) measure(ctx context.Context) error {
 		}
 	}
 	if r.o.workloads["idle"] {
-		if err := runIdle(ctx, r.rep, bs, r.o.duration, func(what string) { r.prog.set("%s", what) }); err != nil {
+		if err := r.runIdle(ctx, bs, r.o.duration); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

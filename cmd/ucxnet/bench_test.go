@@ -214,3 +214,71 @@ func TestBenchWorkloads(t *testing.T) {
 		t.Errorf("idle alone: %d rows, want %d", len(rep.Rows), 2*len(benchIdleGaps))
 	}
 }
+
+// TestBenchIdleChild drives bench-idle, the client process of the requests
+// after idle, by hand against a bench server's Go TCP echo: it answers a
+// run with one round trip per request, answers a malformed command with an
+// error line and goes on, and exits with status 0 at EOF on stdin.
+func TestBenchIdleChild(t *testing.T) {
+	reg := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := binCommand(ctx, t, reg, "bench-server", "--transports", "tcp")
+	srvIn, err := srv.StdinPipe() // open until the test ends: EOF ends the server
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srvIn.Close()
+	line, _ := startReady(t, srv, "ready ")
+	var addrs map[string]map[string]string
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "ready ")), &addrs); err != nil || addrs["tcp"][svcEcho] == "" {
+		t.Fatalf("bench-server's ready line %q: %v", line, err)
+	}
+	cmds := "run 1ms 3\nbogus\nrun 1ms 0\nrun -1s 2\nrun 1ms 3 4\nrun 100us 2\n"
+	r := runBin(t, reg, strings.NewReader(cmds), 30*time.Second, "bench-idle", "--transport", "tcp", addrs["tcp"][svcEcho])
+	if r.code != 0 {
+		t.Fatalf("bench-idle: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	want := []string{"ready ", "lat ", "error ", "error ", "error ", "error ", "lat "}
+	if len(lines) != len(want) {
+		t.Fatalf("bench-idle said %q, want lines starting %q", lines, want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d: %q, want %q...", i, lines[i], w)
+		}
+	}
+	for i, n := range map[int]int{1: 3, 6: 2} {
+		lat, err := parseLatencies(strings.TrimPrefix(lines[i], "lat "), n)
+		if err != nil {
+			t.Errorf("line %d %q: %v", i, lines[i], err)
+		}
+		for _, l := range lat {
+			if l <= 0 {
+				t.Errorf("line %d: round trip %v, want > 0", i, l)
+			}
+		}
+	}
+}
+
+// TestParseIdleAnswers: what bench-idle is asked, and what it answers, is
+// checked before use.
+func TestParseIdleAnswers(t *testing.T) {
+	if gap, n, err := parseIdleRun("run 1ms 10"); err != nil || gap != time.Millisecond || n != 10 {
+		t.Errorf("parseIdleRun(run 1ms 10) = %v, %d, %v", gap, n, err)
+	}
+	for _, bad := range []string{"", "run", "run 1ms", "walk 1ms 10", "run x 10", "run 1ms x", "run 1ms 0", "run 1ms 10001", "run -1ms 1", "run 2m 1"} {
+		if _, _, err := parseIdleRun(bad); err == nil {
+			t.Errorf("parseIdleRun(%q): no error", bad)
+		}
+	}
+	if lat, err := parseLatencies("1000 2000", 2); err != nil || lat[0] != time.Microsecond || lat[1] != 2*time.Microsecond {
+		t.Errorf("parseLatencies(1000 2000) = %v, %v", lat, err)
+	}
+	for _, bad := range []string{"", "1000", "1000 2000 3000", "1000 x", "1000 -5", "1000 99999999999999999999"} {
+		if _, err := parseLatencies(bad, 2); err == nil {
+			t.Errorf("parseLatencies(%q, 2): no error", bad)
+		}
+	}
+}

@@ -88,6 +88,7 @@ var commands = []*command{
 
 	demoServerCmd,  // hidden: the child process of demo
 	benchServerCmd, // hidden: the child process of bench
+	benchIdleCmd,   // hidden: a client process of bench's requests after idle
 }
 
 func lookup(name string) *command {
