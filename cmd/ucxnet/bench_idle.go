@@ -24,9 +24,10 @@ import (
 // child (bench-idle) and, unless the server is remote, a server child
 // that serves that transport only. A process that runs a ucxnet engine
 // runs Go TCP faster than one that does not: the engine goroutine's
-// poll(2) keeps its P in a system call, and with no idle P the Go runtime
-// wakes no second thread per request (Go TCP's request after 1 ms idle
-// took ~70 µs beside ucxnet's engine and ~110 µs without it, on 2 vCPUs).
+// poll(2) keeps its P in a system call, so the runtime never counts the
+// process idle, and a request's first system call need not wake sysmon
+// (Go TCP's request after 1 ms idle took ~70 µs beside ucxnet's engine
+// and ~110 µs without it, on 2 vCPUs).
 // Users compare ucxnet with Go TCP in a program that has no ucxnet.
 
 // benchIdleGaps are the idle times measured.
