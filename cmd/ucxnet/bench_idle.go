@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -208,7 +209,13 @@ func parseLatencies(s string, n int) ([]time.Duration, error) {
 func (r *benchRun) idleClient(ctx context.Context, b *benchTransport) (*benchChild, error) {
 	addr, spec := b.addrs[svcEcho], ""
 	if r.o.remote == "" {
-		srv, err := startBenchServer(ctx, r.sio, r.spec, r.dir, []string{b.name})
+		// A directory of its own: the run's server has its unix sockets
+		// in r.dir.
+		dir, err := os.MkdirTemp(r.dir, "idle-"+b.name+"-")
+		if err != nil {
+			return nil, err
+		}
+		srv, err := startBenchServer(ctx, r.sio, r.spec, dir, []string{b.name})
 		if err != nil {
 			return nil, err
 		}

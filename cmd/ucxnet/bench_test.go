@@ -262,6 +262,31 @@ func TestBenchIdleChild(t *testing.T) {
 	}
 }
 
+// TestBenchIdleOnly runs the requests after idle alone over Go TCP and a
+// unix socket: each transport gets a server process of its own, the unix
+// one its own socket directory, and the report has their rows.
+func TestBenchIdleOnly(t *testing.T) {
+	reg := t.TempDir()
+	r := runBin(t, reg, nil, 50*time.Second, "bench", "--workloads", "idle", "--duration", "20ms", "--transports", "tcp,unix", "--perftest=false", "--json")
+	if r.code != 0 {
+		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	var rep benchReportJSON
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("bench --json output is not JSON: %v\n%s", err, r.stdout)
+	}
+	if len(rep.Rows) != 2*len(benchIdleGaps) {
+		t.Errorf("%d rows, want %d: %+v", len(rep.Rows), 2*len(benchIdleGaps), rep.Rows)
+	}
+	for _, row := range rep.Rows {
+		for _, tr := range []string{"tcp", "unix"} {
+			if v := row.Values[tr]; !(v > 0) {
+				t.Errorf("row %q, %s: %v, want a positive number", row.Key, tr, v)
+			}
+		}
+	}
+}
+
 // TestParseIdleAnswers: what bench-idle is asked, and what it answers, is
 // checked before use.
 func TestParseIdleAnswers(t *testing.T) {
