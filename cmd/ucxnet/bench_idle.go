@@ -219,7 +219,7 @@ func (r *benchRun) idleClient(ctx context.Context, b *benchTransport) (*benchChi
 		if err != nil {
 			return nil, err
 		}
-		r.onClose(srv.stop)
+		r.watch(ctx, srv)
 		addr, spec = srv.addrs[b.name][svcEcho], r.spec
 	}
 	if addr == "" {
@@ -229,7 +229,7 @@ func (r *benchRun) idleClient(ctx context.Context, b *benchTransport) (*benchChi
 	if err != nil {
 		return nil, err
 	}
-	r.onClose(c.stop)
+	r.watch(ctx, c)
 	var rd idleReady
 	if err := json.Unmarshal([]byte(ready), &rd); err != nil {
 		return nil, fmt.Errorf("bench-idle's ready line %q: %v", truncate(ready, 80), err)
@@ -283,4 +283,12 @@ func (r *benchRun) runIdle(ctx context.Context, bs []*benchTransport, d time.Dur
 		}
 	}
 	return nil
+}
+
+// watch ends child c with the run, and at once if ctx ends first: killing
+// it unblocks whatever waits on it.
+func (r *benchRun) watch(ctx context.Context, c *benchChild) {
+	r.onClose(c.stop)
+	stop := context.AfterFunc(ctx, c.kill)
+	r.onClose(func() { stop() })
 }

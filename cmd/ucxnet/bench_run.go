@@ -126,11 +126,7 @@ func (r *benchRun) startServer(ctx context.Context, sio *stdio) error {
 	if err != nil {
 		return err
 	}
-	r.onClose(child.stop)
-	// A signal ends the run: killing the child unblocks whatever waits
-	// on it.
-	stopWatch := context.AfterFunc(ctx, child.kill)
-	r.onClose(func() { stopWatch() })
+	r.watch(ctx, child) // a signal ends the run
 	r.peer, r.addrs = child, child.addrs
 	if slices.Contains(r.o.transports, "ucx") {
 		ut, err := ucxnet.NewTransport(ucxnet.Config{Registry: reg})
