@@ -139,8 +139,11 @@ func BenchmarkPingPong(b *testing.B) {
 
 // BenchmarkIdleConns holds n idle conns open (both ends in this process)
 // and reports the memory each costs and the CPU the process burns while
-// they sit idle. Run with -benchtime=1x.
+// they sit idle. Run with -benchtime=1x and UCXNET_DEBUG_OWNERS=0.
 func BenchmarkIdleConns(b *testing.B) {
+	if checkOwners {
+		b.Log("the ownership checks are on (owner.go; UCXNET_DEBUG_OWNERS=0 turns them off): their tracebacks add to the idle CPU")
+	}
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			p := newPair(b, Config{})

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,31 @@ type Watcher struct {
 	// long it stays unpublished.
 	lastFailure time.Time
 	before      map[uint64]uint64
+	// mem is /proc/self/mem, opened at the first check and kept.
+	mem *os.File
+	// clean holds, for each FIFO whose claimed slots were all published
+	// at its last check, its head and tail then: until either moves, no
+	// slot can have become unpublished (a sender publishes a slot once
+	// per claim, and claims by moving the head), and the check reads the
+	// control block alone.
+	clean map[uint64]smEnds
+}
+
+// smEnds is a FIFO's head and tail.
+type smEnds struct{ head, tail uint64 }
+
+// memFile returns /proc/self/mem, opening it on first use; nil (and w
+// off) if it cannot be opened. w.mu is held.
+func (w *Watcher) memFile() *os.File {
+	if w.mem == nil {
+		mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+		if err != nil {
+			w.off = true
+			return nil
+		}
+		w.mem = mem
+	}
+	return w.mem
 }
 
 // New returns the Watcher for a process that loaded UCX release (as
@@ -79,12 +105,10 @@ func (w *Watcher) NotePeerFailure(now time.Time) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		w.off = true
+	mem := w.memFile()
+	if mem == nil {
 		return
 	}
-	defer mem.Close()
 	w.lastScan = now
 	w.fifos = smFindFIFOs(mem) // a failure may concern a FIFO mapped since the last scan
 	w.mark(mem, now)
@@ -130,15 +154,18 @@ func (w *Watcher) Tick(now time.Time) {
 	if len(w.fifos) == 0 && !rescan {
 		return
 	}
-	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		w.off = true
+	mem := w.memFile()
+	if mem == nil {
 		return
 	}
-	defer mem.Close()
 	if rescan {
 		w.lastScan = now
 		w.fifos = smFindFIFOs(mem)
+		for addr := range w.clean {
+			if !slices.Contains(w.fifos, addr) {
+				delete(w.clean, addr)
+			}
+		}
 	}
 	for _, addr := range w.fifos {
 		w.check(mem, addr, now)
@@ -151,8 +178,14 @@ func (w *Watcher) check(mem *os.File, addr uint64, now time.Time) {
 	head, tail, ok := smReadCtl(mem, addr)
 	if !ok {
 		delete(w.stuck, addr)
+		delete(w.clean, addr)
 		return
 	}
+	ends := smEnds{head, tail}
+	if c, ok := w.clean[addr]; ok && c == ends {
+		return
+	}
+	delete(w.clean, addr)
 	var flags [1]byte
 	for i := tail; i < head; i++ {
 		if _, err := mem.ReadAt(flags[:], int64(addr+smElemOff(i))); err != nil {
@@ -174,6 +207,10 @@ func (w *Watcher) check(mem *os.File, addr uint64, now time.Time) {
 		return
 	}
 	delete(w.stuck, addr)
+	if w.clean == nil {
+		w.clean = map[uint64]smEnds{}
+	}
+	w.clean[addr] = ends
 }
 
 func smElemOff(i uint64) uint64 { return mmCtlSize + (i&(mmFifoSize-1))*mmElemSize }

@@ -67,6 +67,34 @@ func TestRepairPublishesStuckSlot(t *testing.T) {
 	require.EqualValues(t, 1, w.repaired, "nothing more is stuck")
 }
 
+// A FIFO whose claimed slots were all published is not read slot by slot
+// again until its head or tail moves: a slot that reads unpublished while
+// both stay (which no sender can cause) goes unseen, and is seen once the
+// head moves.
+func TestCleanFIFOReadsControlBlockOnly(t *testing.T) {
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		t.Skip("needs /proc/self/mem:", err)
+	}
+	defer mem.Close()
+	seg, addr := fakeFIFO(t, 66, 69)
+	w := &Watcher{stuck: map[uint64]smStuck{}}
+	now := time.Now()
+	w.check(mem, addr, now)
+	require.Equal(t, smEnds{69, 66}, w.clean[addr])
+
+	seg[smElemOff(67)] ^= mmFlagOwner
+	w.check(mem, addr, now.Add(time.Millisecond))
+	require.Empty(t, w.stuck, "a clean FIFO whose ends did not move is not read slot by slot")
+
+	binary.LittleEndian.PutUint64(seg[0:], 70) // a sender claims slot 69
+	seg[smElemOff(69)] = 1
+	w.check(mem, addr, now.Add(2*time.Millisecond))
+	require.Equal(t, uint64(67), w.stuck[addr].index, "the head moved: read again")
+	require.NotContains(t, w.clean, addr)
+	runtime.KeepAlive(seg)
+}
+
 // Only a slot claimed before the failure mark can be the dead sender's: a
 // slot claimed since stays a live sender's, however long it takes to
 // publish it, until another failure is marked after its claim.
