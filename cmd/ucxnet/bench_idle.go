@@ -203,9 +203,9 @@ func parseLatencies(s string, n int) ([]time.Duration, error) {
 	return lat, nil
 }
 
-// idleClient starts transport tr's pair of processes: a server child that
-// serves tr alone (the remote server when there is one) and a bench-idle
-// child that dials its echo service.
+// idleClient starts b's pair of processes: a server child that serves
+// b's transport alone (the remote server when there is one) and a
+// bench-idle child that dials its echo service.
 func (r *benchRun) idleClient(ctx context.Context, b *benchTransport) (*benchChild, error) {
 	addr, spec := b.addrs[svcEcho], ""
 	if r.o.remote == "" {
