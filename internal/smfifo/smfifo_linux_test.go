@@ -11,6 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// openMem opens /proc/self/mem for the test, or skips it.
+func openMem(t *testing.T) *os.File {
+	t.Helper()
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		t.Skip("needs /proc/self/mem:", err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	return mem
+}
+
 // fakeFIFO lays out a receive FIFO of this process in Go memory, as UCX
 // 1.13 does in its shared segment: lap 1, slots tail..head-1 claimed, each
 // published unless listed in unpublished. It returns the segment and its
@@ -37,11 +48,7 @@ func fakeFIFO(t *testing.T, tail, head uint64, unpublished ...uint64) ([]byte, u
 // published as an empty inline AM for ucxnet's id; the slots around it and
 // the control block are left alone.
 func TestRepairPublishesStuckSlot(t *testing.T) {
-	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		t.Skip("needs /proc/self/mem:", err)
-	}
-	defer mem.Close()
+	mem := openMem(t)
 	seg, addr := fakeFIFO(t, 66, 69, 67)
 	ctl := append([]byte(nil), seg[:mmCtlSize]...)
 	w := &Watcher{stuck: map[uint64]smStuck{}}
@@ -72,11 +79,7 @@ func TestRepairPublishesStuckSlot(t *testing.T) {
 // both stay (which no sender can cause) goes unseen, and is seen once the
 // head moves.
 func TestCleanFIFOReadsControlBlockOnly(t *testing.T) {
-	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		t.Skip("needs /proc/self/mem:", err)
-	}
-	defer mem.Close()
+	mem := openMem(t)
 	seg, addr := fakeFIFO(t, 66, 69)
 	w := &Watcher{stuck: map[uint64]smStuck{}}
 	now := time.Now()
@@ -99,11 +102,7 @@ func TestCleanFIFOReadsControlBlockOnly(t *testing.T) {
 // slot claimed since stays a live sender's, however long it takes to
 // publish it, until another failure is marked after its claim.
 func TestRepairOnlyBeforeFailureMark(t *testing.T) {
-	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		t.Skip("needs /proc/self/mem:", err)
-	}
-	defer mem.Close()
+	mem := openMem(t)
 	seg, addr := fakeFIFO(t, 66, 68)
 	w := &Watcher{stuck: map[uint64]smStuck{}, fifos: []uint64{addr}}
 	now := time.Now()
@@ -124,11 +123,7 @@ func TestRepairOnlyBeforeFailureMark(t *testing.T) {
 // A control block that is not this process's FIFO, or not one at all, is
 // refused; the head's armed bit is not part of the index.
 func TestRepairChecksControlBlock(t *testing.T) {
-	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		t.Skip("needs /proc/self/mem:", err)
-	}
-	defer mem.Close()
+	mem := openMem(t)
 	for name, spoil := range map[string]func([]byte){
 		"other pid":   func(s []byte) { binary.LittleEndian.PutUint32(s[mmPidOff:], uint32(os.Getpid()+1)) },
 		"not AF_UNIX": func(s []byte) { binary.LittleEndian.PutUint16(s[12:], 2) },
